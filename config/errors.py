@@ -1,0 +1,192 @@
+"""Errors as RFC 9457 problem+json, with a stable ``code`` clients can switch on.
+
+Every error the API returns goes through ``exception_handler``: domain errors
+are ``ApplicationError`` subclasses (one class per code, declared next to the
+domain that raises them), framework errors are mapped here, and anything
+unknown is a 500 ``internal-error`` with the traceback in the log, never a page.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.db import OperationalError
+from django.http import Http404, HttpResponse, JsonResponse
+from psycopg import errors as pg_errors
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+class ApplicationError(Exception):
+    """Base of every error the API answers with on purpose.
+
+    ``final`` says whether the error is the request's final answer once the action
+    has started: final errors (out of stock, declined, not payable) are stored on
+    the idempotency record and replayed; non-final ones (bad input, an unknown
+    provider outcome) are not, so a retry runs again.
+    """
+
+    status: int = 400
+    code: str = "bad-request"
+    title: str = "Bad request"
+    default_detail: str = "The request could not be processed."
+    final: bool = False
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        self.detail = detail or self.default_detail
+        self.extra = extra
+        self.headers: dict[str, str] = {}
+        super().__init__(self.detail)
+
+    def to_problem(self) -> dict[str, Any]:
+        return problem(
+            status=self.status, code=self.code, title=self.title, detail=self.detail, **self.extra
+        )
+
+
+class ValidationFailed(ApplicationError):
+    """The body or a parameter is not acceptable; nothing was attempted."""
+
+    code = "validation-error"
+    title = "Invalid request"
+    default_detail = "The request body is not valid."
+
+
+class PayloadTooLarge(ApplicationError):
+    """The body is larger than ``API_MAX_BODY_BYTES``."""
+
+    status = 413
+    code = "payload-too-large"
+    title = "Payload too large"
+    default_detail = "The request body is larger than the server accepts."
+
+
+class LockTimeout(ApplicationError):
+    """A row lock was not granted within ``DATABASE_LOCK_TIMEOUT_MS``; safe to retry."""
+
+    status = 503
+    code = "lock-timeout"
+    title = "Busy, try again"
+    default_detail = "The resource is busy; retry with the same Idempotency-Key."
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.headers["Retry-After"] = "1"
+
+
+class ConcurrentUpdate(ApplicationError):
+    """PostgreSQL aborted the transaction (serialization failure or deadlock); nothing changed."""
+
+    status = 409
+    code = "concurrent-update"
+    title = "Concurrent update"
+    default_detail = "A concurrent request changed the same data; retry with the same key."
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.headers["Retry-After"] = "1"
+
+
+class InternalError(ApplicationError):
+    """Anything unexpected. The phase that raised it was rolled back."""
+
+    status = 500
+    code = "internal-error"
+    title = "Internal error"
+    default_detail = "Something went wrong; retry with the same Idempotency-Key."
+
+
+def problem(*, status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": f"/problems/{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **extra,
+    }
+
+
+def problem_response(error: ApplicationError) -> HttpResponse:
+    """A plain Django response, for code that runs outside DRF (middleware, URL handlers)."""
+    response = JsonResponse(
+        error.to_problem(), status=error.status, content_type=PROBLEM_CONTENT_TYPE
+    )
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+# DRF's own exceptions, mapped to our codes. Order matters: subclasses first.
+_DRF_CODES: list[tuple[type[drf.APIException], str]] = [
+    (drf.ParseError, "malformed-json"),
+    (drf.NotAuthenticated, "not-authenticated"),
+    (drf.AuthenticationFailed, "not-authenticated"),
+    (drf.PermissionDenied, "permission-denied"),
+    (drf.NotFound, "not-found"),
+    (drf.MethodNotAllowed, "method-not-allowed"),
+    (drf.NotAcceptable, "not-acceptable"),
+    (drf.UnsupportedMediaType, "unsupported-media-type"),
+    (drf.Throttled, "throttled"),
+]
+
+
+def _from_drf(exc: drf.APIException) -> ApplicationError:
+    if isinstance(exc, drf.ValidationError):
+        return ValidationFailed(errors=exc.detail)
+    code = next((code for cls, code in _DRF_CODES if isinstance(exc, cls)), "bad-request")
+    error = ApplicationError(str(exc.detail))
+    # A one-off error for a framework exception: our shape, the framework's status.
+    error.status = exc.status_code
+    error.code = code
+    error.title = code.replace("-", " ").capitalize()
+    if auth_header := getattr(exc, "auth_header", None):
+        error.headers["WWW-Authenticate"] = auth_header
+    if isinstance(exc, drf.Throttled) and (wait := getattr(exc, "wait", None)) is not None:
+        error.headers["Retry-After"] = str(int(wait) + 1)
+    return error
+
+
+def _from_database(exc: OperationalError) -> ApplicationError | None:
+    cause = exc.__cause__
+    if isinstance(cause, pg_errors.LockNotAvailable):
+        return LockTimeout()
+    if isinstance(cause, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+        return ConcurrentUpdate()
+    return None
+
+
+def as_application_error(exc: Exception) -> ApplicationError:
+    """Map any exception to the error the client sees."""
+    if isinstance(exc, ApplicationError):
+        return exc
+    if isinstance(exc, Http404):
+        return _from_drf(drf.NotFound())
+    if isinstance(exc, DjangoPermissionDenied):
+        return _from_drf(drf.PermissionDenied())
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge()
+    if isinstance(exc, drf.APIException):
+        return _from_drf(exc)
+    if isinstance(exc, OperationalError) and (mapped := _from_database(exc)):
+        return mapped
+    logger.exception("unhandled error", exc_info=exc)
+    return InternalError()
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER: every API error leaves as problem+json."""
+    error = as_application_error(exc)
+    return Response(
+        error.to_problem(),
+        status=error.status,
+        headers=error.headers,
+        content_type=PROBLEM_CONTENT_TYPE,
+    )

@@ -1,0 +1,217 @@
+"""OnceShop settings: everything a deployment changes comes from the environment.
+
+The README's configuration table lists every variable read here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    return int(raw) if raw else default
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    return float(raw) if raw else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "")
+    return raw.strip().lower() in {"1", "true", "yes", "on"} if raw else default
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+# Without DATABASE_URL / REDIS_URL the embedded servers under .var/ are started
+# (and reused if already running); see config/embedded.py.
+if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+    from config.embedded import ensure_environment
+
+    ensure_environment()
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY", "onceshop-insecure-development-key-change-me")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+# The demo mode shows seeded credentials and the chaos controls; never on in production.
+DEMO_MODE = env_bool("DEMO_MODE", False)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "idempotency",
+    "orders",
+]
+
+MIDDLEWARE = [
+    "config.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+DATABASE_URL = os.environ["DATABASE_URL"]
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# A request that waits on a row lock longer than this fails with 503 `lock-timeout`
+# instead of hanging: shorter than any client or gateway timeout in front of us.
+DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 5000)
+DATABASES["default"].setdefault("OPTIONS", {})
+DATABASES["default"]["OPTIONS"]["options"] = f"-c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
+# Never on: the idempotency layer owns its transactions (one per phase).
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis and Celery -----------------------------------------------------------
+REDIS_URL = os.environ["REDIS_URL"]
+# kombu spells a Unix socket URL differently from redis-py.
+CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# At-least-once delivery: a task is acknowledged after it ran, and redelivered if
+# the worker dies mid-task. Every task is therefore written to be safe to run twice.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Hard limit on any task; the broker's visibility timeout below must exceed it,
+# or Redis would hand a still-running task to a second worker.
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# --- Auth, i18n, static -----------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# --- API ------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "config.pagination.PageNumberPagination",
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"user": env_str("API_THROTTLE_RATE", "6000/min")},
+    "EXCEPTION_HANDLER": "config.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+# Throttle counters live in Redis so every gunicorn worker shares them.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+    }
+}
+
+# Largest request body the API accepts; larger ones get 413 `payload-too-large`.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+
+# --- Idempotency ------------------------------------------------------------------
+# Finished records are kept this long (24 h, the IETF draft's suggested minimum
+# window and longer than any sane client retry schedule), then reaped.
+IDEMPOTENCY_KEY_TTL = env_int("IDEMPOTENCY_KEY_TTL", 24 * 3600)
+# A request holding a key longer than this is presumed dead (crashed worker, killed
+# process) and a retry may take over. Must exceed the slowest phase, i.e. the
+# provider timeout plus database work, with a wide margin.
+IDEMPOTENCY_LOCK_TIMEOUT = env_int("IDEMPOTENCY_LOCK_TIMEOUT", 60)
+# Bench-only switch: False turns the Idempotency-Key layer off so `make bench` can
+# measure its cost and tests can show the other layers hold on their own.
+IDEMPOTENCY_ENABLED = env_bool("IDEMPOTENCY_ENABLED", True)
+
+# --- Orders -----------------------------------------------------------------------
+ORDER_TTL_S = env_int("ORDER_TTL_S", 900)
+ORDER_MAX_LINES = 50
+ORDER_MAX_QUANTITY = 1000
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OnceShop API",
+    "VERSION": "1.0.0",
+    "DESCRIPTION": (
+        "A reference payment/order service where every retry is a replay.\n\n"
+        "**Idempotency-Key.** `POST /api/v1/orders/`, `/pay/` and `/cancel/` require an "
+        "`Idempotency-Key` header (1-255 characters from `A-Z a-z 0-9 - _ . : ~`, bare or "
+        "as an RFC 8941 sf-string). Keys are scoped per user. A retry with the same key and "
+        "body replays the first answer with `Idempotent-Replayed: true`; a different body is "
+        "422 `idempotency-key-mismatch`; a retry while the first is running is 409 "
+        "`idempotency-key-in-use` with `Retry-After`. Finished keys are kept for "
+        f"{IDEMPOTENCY_KEY_TTL} seconds (`IDEMPOTENCY_KEY_TTL`); after that a reused key is a "
+        "new request. A request holding a key longer than "
+        f"{IDEMPOTENCY_LOCK_TIMEOUT} seconds (`IDEMPOTENCY_LOCK_TIMEOUT`) is presumed dead "
+        "and a retry takes over. Errors are RFC 9457 problem+json with a stable `code`."
+    ),
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

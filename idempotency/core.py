@@ -1,0 +1,295 @@
+"""The idempotency core: acquire a key, run a flow in atomic phases, replay the result.
+
+A *flow* is the business action behind one unsafe endpoint, written as a loop
+over recovery points (see ``orders/flows.py`` for the single-phase order
+creation and ``payments/flows.py`` for the multi-phase payment)::
+
+    while True:
+        match record.recovery_point:
+            case RecoveryPoint.STARTED:
+                atomic_phase(record, lambda: ...)   # -> MoveTo(...) or Respond(...)
+            case RecoveryPoint.FINISHED:
+                return
+            case other:
+                raise UnknownRecoveryPoint(other)
+
+Each ``atomic_phase`` runs its function and writes the phase's result to the
+record **in the same database transaction**: either both the business rows
+and the new recovery point are committed, or neither is. A crash between
+phases leaves the record at the last committed point, and a retry with the
+same key (or the completer) resumes from there.
+
+``execute`` is the entry point the HTTP layer calls. It knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from config.errors import ApplicationError
+from idempotency.errors import IdempotencyKeyInUse, IdempotencyKeyMismatch
+from idempotency.models import IdempotencyKey, RecoveryPoint
+
+__all__ = [
+    "KeyRequest",
+    "MoveTo",
+    "NoOp",
+    "RecoveryPoint",
+    "Respond",
+    "atomic_phase",
+    "canonical_json",
+    "execute",
+    "fingerprint",
+]
+
+
+# --- What a phase returns ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoOp:
+    """The phase changed nothing the record needs to know about."""
+
+
+@dataclass(frozen=True)
+class MoveTo:
+    """The phase committed its work; the flow continues from ``recovery_point``."""
+
+    recovery_point: str
+
+
+@dataclass(frozen=True)
+class Respond:
+    """The flow is done: this is the answer, stored and replayed to every retry."""
+
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+    resource_type: str = ""
+    resource_id: int | None = None
+
+    @classmethod
+    def from_error(cls, error: ApplicationError) -> Respond:
+        return cls(status=error.status, body=error.to_problem(), headers=dict(error.headers))
+
+
+PhaseResult = NoOp | MoveTo | Respond
+
+
+# --- The request as the core sees it ---------------------------------------------
+
+
+def canonical_json(body: Any) -> str:
+    """One spelling per JSON value: sorted keys, no insignificant whitespace."""
+    return json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def fingerprint(*, method: str, path: str, body: Any) -> str:
+    """SHA-256 over method, route and canonical body.
+
+    Key order and whitespace do not change a request; any value does.
+    """
+    material = "\n".join([method.upper(), path, canonical_json(body)])
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeyRequest:
+    user_id: int
+    key: str
+    method: str
+    path: str
+    body: Any
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(method=self.method, path=self.path, body=self.body)
+
+
+class _KeyRaced(Exception):
+    """Another request inserted the same (user, key) between our lookup and our insert."""
+
+
+class _LockLost(Exception):
+    """Our lock token no longer matches: the record was taken over as abandoned."""
+
+
+# --- Acquire, run, release -----------------------------------------------------------
+
+
+def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
+    """Return the record to replay, or a record locked for this request.
+
+    A new key yields an unsaved record: the first phase inserts it in its own
+    transaction, so the key and the business rows appear together or not at all.
+    Raises 422 on a fingerprint mismatch and 409 while another request holds it.
+    """
+    now = timezone.now()
+    record = IdempotencyKey.objects.filter(user_id=request.user_id, key=request.key).first()
+    if record is None:
+        return IdempotencyKey(
+            user_id=request.user_id,
+            key=request.key,
+            fingerprint=fingerprint,
+            method=request.method,
+            path=request.path,
+            recovery_point=RecoveryPoint.STARTED,
+            lock_token=uuid.uuid4(),
+            locked_at=now,
+            created_at=now,
+        )
+    if record.fingerprint != fingerprint:
+        raise IdempotencyKeyMismatch()
+    if record.is_finished:
+        return record
+
+    # Unfinished: take the lock if nobody holds it, or if its holder is presumed
+    # dead (lock older than IDEMPOTENCY_LOCK_TIMEOUT). A conditional UPDATE, so of
+    # two retries racing for an abandoned lock exactly one wins.
+    stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
+    token = uuid.uuid4()
+    taken = (
+        IdempotencyKey.objects.filter(pk=record.pk)
+        .exclude(recovery_point=RecoveryPoint.FINISHED)
+        .filter(Q(locked_at__isnull=True) | Q(locked_at__lt=stale_before))
+        .update(lock_token=token, locked_at=now)
+    )
+    if not taken:
+        record.refresh_from_db()
+        if record.is_finished:  # it finished between our read and our update
+            return record
+        raise IdempotencyKeyInUse()
+    record.lock_token, record.locked_at = token, now
+    return record
+
+
+def _release(record: IdempotencyKey) -> None:
+    """Give the lock back after a failed phase; the recovery point stays as committed."""
+    if record.ephemeral or record._state.adding:
+        return  # never committed: the rollback left nothing behind
+    IdempotencyKey.objects.filter(pk=record.pk, lock_token=record.lock_token).update(
+        lock_token=None, locked_at=None
+    )
+
+
+def _apply(record: IdempotencyKey, result: PhaseResult) -> dict[str, Any]:
+    """Copy a phase result onto the record; return the changed fields."""
+    now = timezone.now()
+    changes: dict[str, Any]
+    match result:
+        case NoOp():
+            return {}
+        case MoveTo(recovery_point=point):
+            # Refresh locked_at: a long multi-phase flow is alive, not abandoned.
+            changes = {"recovery_point": point, "locked_at": now}
+        case Respond():
+            changes = {
+                "recovery_point": RecoveryPoint.FINISHED,
+                "response_status": result.status,
+                "response_body": result.body,
+                "response_headers": result.headers,
+                "resource_type": result.resource_type,
+                "resource_id": result.resource_id,
+                "finished_at": now,
+                "lock_token": None,
+                "locked_at": None,
+            }
+    for name, value in changes.items():
+        setattr(record, name, value)
+    return changes
+
+
+def atomic_phase(record: IdempotencyKey, work: Callable[[], PhaseResult]) -> None:
+    """Run ``work`` and record its result in one transaction.
+
+    A final ``ApplicationError`` (out of stock, declined, not payable) becomes the
+    stored response: the savepoint undoes the phase's partial writes, and the
+    error is committed as the answer, so a retry gets the same 4xx. Anything else
+    propagates, the transaction rolls back, and the record stays where it was.
+    """
+    with transaction.atomic():
+        if record._state.adding and not record.ephemeral:
+            try:
+                record.save(force_insert=True)
+            except IntegrityError as error:
+                # A concurrent request with the same key committed first (our INSERT
+                # waited on its unique index entry). Start over: we will replay it.
+                raise _KeyRaced from error
+        try:
+            with transaction.atomic():  # savepoint: a business error undoes only this
+                result = work()
+        except ApplicationError as error:
+            if not error.final:
+                raise
+            result = Respond.from_error(error)
+        held_token = record.lock_token  # `_apply` clears it on a final response
+        changes = _apply(record, result)
+        if changes and not record.ephemeral:
+            # Fenced on our lock token: if a retry took the record over because we
+            # looked dead, this matches no row and the whole phase rolls back.
+            fenced = IdempotencyKey.objects.filter(pk=record.pk, lock_token=held_token)
+            if not fenced.update(**changes):
+                raise _LockLost
+
+
+# --- Entry point -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer for the client: the stored response, and whether it is a replay."""
+
+    status: int
+    body: Any
+    headers: dict[str, str]
+    replayed: bool
+
+
+def execute(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Outcome:
+    """Run ``flow`` once per (user, key); replay its stored response afterwards."""
+    fp = request.fingerprint
+    while True:
+        if settings.IDEMPOTENCY_ENABLED:
+            record = _acquire(request, fp)
+        else:
+            record = IdempotencyKey(user_id=request.user_id, key=request.key, fingerprint=fp)
+            record.ephemeral = True
+        if record.is_finished:
+            return _outcome(record, replayed=True)
+        try:
+            flow(record)
+        except _KeyRaced:
+            continue  # the other request's record is committed now: look again
+        except _LockLost as error:
+            raise IdempotencyKeyInUse(
+                "This request was taken over by a retry with the same key."
+            ) from error
+        except BaseException:
+            _release(record)
+            raise
+        if not record.is_finished:
+            raise RuntimeError(f"flow returned at recovery point {record.recovery_point!r}")
+        return _outcome(record, replayed=False)
+
+
+def _outcome(record: IdempotencyKey, *, replayed: bool) -> Outcome:
+    assert record.response_status is not None
+    return Outcome(
+        status=record.response_status,
+        body=record.response_body,
+        headers=dict(record.response_headers),
+        replayed=replayed,
+    )

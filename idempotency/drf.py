@@ -1,0 +1,129 @@
+"""The thin DRF integration of the idempotency core.
+
+An unsafe endpoint subclasses ``IdempotentApi`` and ends its handler with
+``return self.idempotent(request, flow)``. The order of checks is the
+behaviour matrix of DESIGN.md section 4:
+
+1. authentication, permissions, throttling (DRF's ``initial``): 401/403/429,
+   never stored;
+2. the Idempotency-Key header: 400 missing / invalid, never stored;
+3. the body, by the view's serializer: 400 ``validation-error``, never stored;
+4. the core: replay, 409 in flight, 422 mismatch, or run the flow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.permissions import SAFE_METHODS
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api import current_user_id
+from config.errors import PROBLEM_CONTENT_TYPE
+from config.openapi import ProblemSerializer
+from idempotency.core import KeyRequest, execute
+from idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
+from idempotency.models import IdempotencyKey
+
+HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+# 1-255 characters that need no escaping anywhere: URLs, logs, sf-strings.
+_KEY_PATTERN = re.compile(r"[A-Za-z0-9\-_.:~]{1,255}")
+
+
+def parse_idempotency_key(raw: str | None) -> str:
+    """The key from the header value: a bare token or an RFC 8941 sf-string."""
+    if raw is None:
+        raise IdempotencyKeyMissing()
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        # sf-string. Our character set has neither '"' nor '\\', so no unescaping.
+        value = value[1:-1]
+    if not _KEY_PATTERN.fullmatch(value):
+        raise IdempotencyKeyInvalid()
+    return value
+
+
+class IdempotentApi(APIView):
+    """Base class of the endpoints that create or move money or stock."""
+
+    idempotency_key: str
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.method not in SAFE_METHODS:  # reads on the same URL need no key
+            self.idempotency_key = parse_idempotency_key(request.headers.get(HEADER))
+
+    def idempotent(self, request: Request, flow: Callable[[IdempotencyKey], None]) -> Response:
+        """Run ``flow`` under the request's key, or replay what it answered before."""
+        key_request = KeyRequest(
+            user_id=current_user_id(request),
+            key=self.idempotency_key,
+            method=request.method or "POST",
+            path=request.path,
+            body=request.data,
+        )
+        outcome = execute(key_request, flow)
+        response = Response(outcome.body, status=outcome.status, headers=outcome.headers)
+        if outcome.status >= 400:
+            response.content_type = PROBLEM_CONTENT_TYPE
+        response[REPLAYED_HEADER] = "true" if outcome.replayed else "false"
+        return response
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        # Any answer to an unsafe request that is not a replay (errors included) is fresh.
+        if request.method not in SAFE_METHODS and REPLAYED_HEADER not in response:
+            response[REPLAYED_HEADER] = "false"
+        return response
+
+
+# --- OpenAPI ------------------------------------------------------------------------
+
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    name=HEADER,
+    type=OpenApiTypes.STR,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description=(
+        "Client-generated, high-entropy key (a UUID v4 is ideal), 1-255 characters from "
+        "`A-Z a-z 0-9 - _ . : ~`, bare or as an sf-string. Scoped per user. Reuse it for "
+        "every retry of the same request; use a new one for a new request. Finished keys "
+        "are kept for IDEMPOTENCY_KEY_TTL seconds (24 h by default)."
+    ),
+)
+
+_IDEMPOTENCY_ERRORS = {
+    400: OpenApiResponse(
+        ProblemSerializer,
+        description=(
+            "`idempotency-key-missing`, `idempotency-key-invalid`, `validation-error` or "
+            "`malformed-json`: not stored, fix the request"
+        ),
+    ),
+    409: OpenApiResponse(
+        ProblemSerializer,
+        description=(
+            "`idempotency-key-in-use`: the first request with this key is still running; "
+            "retry after `Retry-After` seconds with the same key"
+        ),
+    ),
+    413: OpenApiResponse(ProblemSerializer, description="`payload-too-large`"),
+    422: OpenApiResponse(
+        ProblemSerializer,
+        description=("`idempotency-key-mismatch`: the key was used for a different request"),
+    ),
+}
+
+
+def idempotent_schema(*, responses: dict[int, Any], **kwargs: Any) -> Callable[[Any], Any]:
+    """``extend_schema`` with the Idempotency-Key header and the layer's answers."""
+    merged: dict[int, Any] = {**_IDEMPOTENCY_ERRORS, **responses}
+    return extend_schema(parameters=[IDEMPOTENCY_KEY_PARAMETER], responses=merged, **kwargs)

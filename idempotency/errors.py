@@ -1,0 +1,55 @@
+"""Errors of the Idempotency-Key layer (codes are part of the public contract)."""
+
+from typing import Any
+
+from config.errors import ApplicationError
+
+
+class IdempotencyKeyMissing(ApplicationError):
+    """The unsafe request carries no Idempotency-Key header."""
+
+    code = "idempotency-key-missing"
+    title = "Idempotency-Key required"
+    default_detail = "This request changes money or stock: send an Idempotency-Key header."
+
+
+class IdempotencyKeyInvalid(ApplicationError):
+    """The header is not 1-255 characters from A-Z a-z 0-9 - _ . : ~ (bare or sf-string)."""
+
+    code = "idempotency-key-invalid"
+    title = "Idempotency-Key malformed"
+    default_detail = (
+        "The Idempotency-Key must be 1-255 characters from A-Z a-z 0-9 - _ . : ~, "
+        'bare or as a quoted string ("...").'
+    )
+
+
+class IdempotencyKeyInUse(ApplicationError):
+    """Another request with the same key is still running (or took this one over)."""
+
+    status = 409
+    code = "idempotency-key-in-use"
+    title = "Request in progress"
+    default_detail = "A request with this Idempotency-Key is in progress; retry shortly."
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        # The first request usually finishes within a second; the client retries
+        # with the same key and then gets the replay.
+        self.headers["Retry-After"] = "1"
+
+
+class IdempotencyKeyMismatch(ApplicationError):
+    """The key was used before with a different method, route or body."""
+
+    status = 422
+    code = "idempotency-key-mismatch"
+    title = "Idempotency-Key reused with a different request"
+    default_detail = (
+        "This Idempotency-Key was already used for a different request; "
+        "use a new key for a new request."
+    )
+
+
+class UnknownRecoveryPoint(RuntimeError):
+    """A record sits at a recovery point its flow does not know: a programming error."""

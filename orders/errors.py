@@ -1,0 +1,55 @@
+"""Errors of the catalogue and of orders (codes are part of the public contract)."""
+
+from config.errors import ApplicationError
+
+
+class OutOfStock(ApplicationError):
+    """A line could not be reserved; nothing of the order was reserved."""
+
+    status = 409
+    code = "out-of-stock"
+    title = "Out of stock"
+    default_detail = "Not enough stock for one of the lines; nothing was reserved."
+    final = True
+
+
+class UnknownSku(ApplicationError):
+    """A line names a product that does not exist. Bad input: nothing is stored."""
+
+    code = "unknown-sku"
+    title = "Unknown SKU"
+    default_detail = "One or more lines name a product that does not exist."
+
+
+class MixedCurrencies(ApplicationError):
+    """An order is paid in one currency; its products must share it."""
+
+    code = "mixed-currencies"
+    title = "Mixed currencies"
+    default_detail = "All products of one order must be priced in the same currency."
+
+
+class OrderKeyReused(ApplicationError):
+    """The key already created an order whose idempotency record has been reaped.
+
+    Inside the retention window this never happens (the record replays). After
+    it, the unique (user, key) index on orders still refuses a second order.
+    """
+
+    status = 409
+    code = "idempotency-key-reused"
+    title = "Idempotency-Key already used"
+    default_detail = (
+        "This Idempotency-Key already created an order and its record has expired; "
+        "use a new key for a new order."
+    )
+    final = True
+
+
+class SkuExists(ApplicationError):
+    """A product with this SKU exists already."""
+
+    status = 409
+    code = "sku-exists"
+    title = "SKU exists"
+    default_detail = "A product with this SKU exists already."

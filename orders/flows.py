@@ -1,0 +1,39 @@
+"""Order creation as an idempotent flow: one atomic phase, STARTED -> FINISHED.
+
+The record, the order, its lines and the stock reservation commit in one
+transaction (see ``idempotency.core.atomic_phase``). Out of stock is a final
+answer: stored and replayed. An unknown SKU is bad input: nothing is stored.
+"""
+
+from collections.abc import Sequence
+
+from django.urls import reverse
+
+from idempotency.core import Respond, atomic_phase
+from idempotency.errors import UnknownRecoveryPoint
+from idempotency.models import IdempotencyKey, RecoveryPoint
+from orders.serializers import OrderOutputSerializer
+from orders.services import LineRequest, order_create
+
+
+def order_create_flow(
+    record: IdempotencyKey, *, user_id: int, lines: Sequence[LineRequest]
+) -> None:
+    def create() -> Respond:
+        order = order_create(user_id=user_id, lines=lines, idempotency_key=record.key)
+        return Respond(
+            status=201,
+            body=OrderOutputSerializer(order).data,
+            headers={"Location": reverse("order-detail", kwargs={"number": order.number})},
+            resource_type="order",
+            resource_id=order.pk,
+        )
+
+    while True:
+        match record.recovery_point:
+            case RecoveryPoint.STARTED:
+                atomic_phase(record, create)
+            case RecoveryPoint.FINISHED:
+                return
+            case other:
+                raise UnknownRecoveryPoint(other)

@@ -1,0 +1,131 @@
+"""Catalogue, inventory movements and orders."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Product(models.Model):
+    sku = models.CharField(max_length=64)
+    name = models.CharField(max_length=200)
+    price = models.PositiveBigIntegerField(help_text="Minor units (fen, cents).")
+    currency = models.CharField(max_length=3)
+    # Changed only by conditional UPDATEs (orders/services.py); the database refuses
+    # a negative value even if a bug tried.
+    stock = models.IntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["sku"]
+        constraints = [
+            models.UniqueConstraint(fields=["sku"], name="product_sku_unique"),
+            models.CheckConstraint(condition=Q(stock__gte=0), name="product_stock_non_negative"),
+            models.CheckConstraint(
+                condition=Q(currency__regex=r"^[A-Z]{3}$"), name="product_currency_iso"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.sku
+
+
+class Order(models.Model):
+    class Status(models.TextChoices):
+        UNPAID = "UNPAID"
+        PAID = "PAID"
+        CANCELLED = "CANCELLED"
+
+    number = models.CharField(max_length=32, unique=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.UNPAID)
+    amount = models.PositiveBigIntegerField()
+    currency = models.CharField(max_length=3)
+    # The Idempotency-Key that created the order. Unique per user: even with the
+    # key layer off (or its record reaped), one key can never make two orders.
+    # NULL (not ""), so orders made without a key never collide on the index.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField(auto_now_add=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "idempotency_key"], name="order_one_per_user_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.number
+
+
+class OrderLine(models.Model):
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="lines")
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
+    sku = models.CharField(max_length=64)
+    unit_price = models.PositiveBigIntegerField()
+    quantity = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["order", "product"], name="order_line_one_per_product"),
+            models.CheckConstraint(
+                condition=Q(quantity__gt=0), name="order_line_quantity_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quantity} x {self.sku}"
+
+
+class InventoryMovement(models.Model):
+    """Every change of a product's stock, so the audit can add them up.
+
+    ``quantity`` is signed: received stock and releases are positive, reservations
+    negative. For every product, ``stock == sum(quantity)``.
+    """
+
+    class Kind(models.TextChoices):
+        RECEIPT = "RECEIPT"
+        RESERVE = "RESERVE"
+        RELEASE = "RELEASE"
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="movements")
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, null=True, blank=True, related_name="movements"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    quantity = models.IntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # One reservation and at most one release per order line: a doubled
+            # cancel or expiry cannot give the same stock back twice.
+            models.UniqueConstraint(
+                fields=["order", "product"],
+                condition=Q(kind="RESERVE"),
+                name="inventory_one_reserve_per_order_product",
+            ),
+            models.UniqueConstraint(
+                fields=["order", "product"],
+                condition=Q(kind="RELEASE"),
+                name="inventory_one_release_per_order_product",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="RESERVE", quantity__lt=0, order__isnull=False)
+                    | Q(kind="RELEASE", quantity__gt=0, order__isnull=False)
+                    | Q(kind="RECEIPT", quantity__gt=0)
+                ),
+                name="inventory_movement_sign_matches_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.quantity:+d} {self.product_id}"

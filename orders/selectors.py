@@ -1,0 +1,19 @@
+"""Reads of the catalogue and of orders."""
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from orders.models import Order, Product
+
+
+def product_list() -> QuerySet[Product]:
+    return Product.objects.all()
+
+
+def order_list(*, user_id: int) -> QuerySet[Order]:
+    return Order.objects.filter(user_id=user_id).prefetch_related("lines")
+
+
+def order_get(*, user_id: int, number: str) -> Order:
+    """The caller's own order; someone else's is a 404, exactly like a missing one."""
+    return get_object_or_404(order_list(user_id=user_id), number=number)

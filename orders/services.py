@@ -1,0 +1,114 @@
+"""Writes of the catalogue and of orders: one function per business action."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from orders.errors import MixedCurrencies, OrderKeyReused, OutOfStock, SkuExists, UnknownSku
+from orders.models import InventoryMovement, Order, OrderLine, Product
+
+
+@dataclass(frozen=True)
+class LineRequest:
+    sku: str
+    quantity: int
+
+
+def product_create(*, sku: str, name: str, price: int, currency: str, stock: int) -> Product:
+    """Add a product and record its initial stock as received."""
+    try:
+        with transaction.atomic():
+            product = Product.objects.create(
+                sku=sku, name=name, price=price, currency=currency, stock=stock
+            )
+            if stock:
+                InventoryMovement.objects.create(
+                    product=product, kind=InventoryMovement.Kind.RECEIPT, quantity=stock
+                )
+    except IntegrityError as error:
+        if _violated_constraint(error) == "product_sku_unique":
+            raise SkuExists() from error
+        raise
+    return product
+
+
+def _new_order_number() -> str:
+    # Date for humans, 40 random bits against collisions (the column is unique anyway).
+    return f"{timezone.now():%Y%m%d}-{secrets.token_hex(5).upper()}"
+
+
+def _violated_constraint(error: IntegrityError) -> str | None:
+    diag = getattr(error.__cause__, "diag", None)
+    return getattr(diag, "constraint_name", None)
+
+
+def _reserve(*, product: Product, quantity: int) -> None:
+    """Take ``quantity`` from stock, or raise OutOfStock. Never read-modify-write.
+
+    The condition ``stock >= quantity`` is evaluated by PostgreSQL under the row
+    lock the UPDATE takes, so two orders racing for the last item cannot both win.
+    """
+    taken = Product.objects.filter(pk=product.pk, stock__gte=quantity).update(
+        stock=F("stock") - quantity
+    )
+    if not taken:
+        raise OutOfStock(
+            f"Not enough stock for {product.sku}; nothing was reserved.", sku=product.sku
+        )
+
+
+def order_create(
+    *, user_id: int, lines: Sequence[LineRequest], idempotency_key: str | None
+) -> Order:
+    """Create an UNPAID order at current prices and reserve its stock, all or nothing."""
+    quantities = {line.sku: line.quantity for line in lines}
+    products = list(Product.objects.filter(sku__in=quantities))
+    if missing := sorted(set(quantities) - {product.sku for product in products}):
+        raise UnknownSku(skus=missing)
+    if len({product.currency for product in products}) > 1:
+        raise MixedCurrencies()
+    # Lock rows in one global order (by id) so concurrent orders never deadlock.
+    products.sort(key=lambda product: product.pk)
+
+    try:
+        with transaction.atomic():
+            order = Order.objects.create(
+                number=_new_order_number(),
+                user_id=user_id,
+                idempotency_key=idempotency_key,
+                amount=sum(product.price * quantities[product.sku] for product in products),
+                currency=products[0].currency,
+            )
+            for product in products:
+                _reserve(product=product, quantity=quantities[product.sku])
+            OrderLine.objects.bulk_create(
+                OrderLine(
+                    order=order,
+                    product=product,
+                    sku=product.sku,
+                    unit_price=product.price,
+                    quantity=quantities[product.sku],
+                )
+                for product in products
+            )
+            InventoryMovement.objects.bulk_create(
+                InventoryMovement(
+                    product=product,
+                    order=order,
+                    kind=InventoryMovement.Kind.RESERVE,
+                    quantity=-quantities[product.sku],
+                )
+                for product in products
+            )
+    except IntegrityError as error:
+        if _violated_constraint(error) != "order_one_per_user_key":
+            raise
+        existing = Order.objects.get(user_id=user_id, idempotency_key=idempotency_key)
+        raise OrderKeyReused(order=existing.number) from error
+    return order
