@@ -15,8 +15,10 @@ PostgreSQL and Redis the production settings talk to, over the same URLs.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
+import logging
 import os
 import signal
 import subprocess
@@ -113,6 +115,8 @@ def start_postgres() -> Service:
     import pgserver
 
     PG_DIR.mkdir(parents=True, exist_ok=True)
+    # pgserver logs from its atexit hook, after stderr may be closed: keep it quiet.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     # cleanup_mode="stop": pgserver stops the server when the last process holding
     # a handle exits, so a second run sharing it does not pull it from under us.
     server = pgserver.get_server(PG_DIR, cleanup_mode="stop")
@@ -125,7 +129,10 @@ def start_postgres() -> Service:
 
 
 def ensure_environment() -> list[Service]:
-    """Export DATABASE_URL / REDIS_URL, starting embedded servers for those unset."""
+    """Export DATABASE_URL / REDIS_URL, starting embedded servers for those unset.
+
+    Servers started here are stopped when this process exits; their data stays.
+    """
     started: list[Service] = []
     if not os.environ.get("DATABASE_URL"):
         service = start_postgres()
@@ -135,12 +142,14 @@ def ensure_environment() -> list[Service]:
         service = start_redis()
         os.environ["REDIS_URL"] = service.url
         started.append(service)
+    for service in reversed(started):
+        atexit.register(service.stop)
     return started
 
 
 def run(command: list[str]) -> int:
-    """Run ``command`` with the services' URLs exported; stop what we started afterwards."""
-    started = ensure_environment()
+    """Run ``command`` with the services' URLs exported; what we started stops at exit."""
+    ensure_environment()
     child = subprocess.Popen(command, start_new_session=False)
 
     def forward(signum: int, _frame: object) -> None:
@@ -148,11 +157,7 @@ def run(command: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)  # Ctrl-C reaches the child too; we wait for it
-    try:
-        return child.wait()
-    finally:
-        for service in reversed(started):
-            service.stop()
+    return child.wait()
 
 
 def main(argv: list[str]) -> int:

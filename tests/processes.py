@@ -1,0 +1,39 @@
+"""Run Django code in a separate process against the test database (crash tests)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from urllib.parse import quote
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_database_url() -> str:
+    """A URL for the database this test run uses (test_<name>), for child processes."""
+    settings = connection.settings_dict
+    host = quote(settings["HOST"] or "", safe="")
+    port = f":{settings['PORT']}" if settings["PORT"] else ""
+    return f"postgresql://{settings['USER']}@{host}{port}/{settings['NAME']}"
+
+
+def run_django(code: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh Python with Django set up on the test database."""
+    prelude = "import django\ndjango.setup()\n"
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,62 @@
+"""The project around the code: OpenAPI, offline docs, docker-compose, settings."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from django.conf import settings
+from django.test import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    response = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    return response.json()
+
+
+@pytest.mark.django_db
+def test_openapi_documents_the_idempotency_header_codes_and_window(schema):
+    create = schema["paths"]["/api/v1/orders/"]["post"]
+    header = next(p for p in create["parameters"] if p["name"] == "Idempotency-Key")
+
+    assert header["in"] == "header"
+    assert header["required"] is True
+    responses = create["responses"]
+    assert "idempotency-key-in-use" in responses["409"]["description"]
+    assert "idempotency-key-mismatch" in responses["422"]["description"]
+    assert "idempotency-key-missing" in responses["400"]["description"]
+    description = schema["info"]["description"]
+    assert f"kept for {settings.IDEMPOTENCY_KEY_TTL} seconds" in description
+    assert "IDEMPOTENCY_LOCK_TIMEOUT" in description
+
+
+@pytest.mark.django_db
+def test_swagger_ui_is_served_without_a_cdn():
+    page = Client().get("/api/docs/").content.decode()
+
+    assert "swagger-ui" in page
+    assert "cdn" not in page.lower()
+    assert "/static/drf_spectacular_sidecar/" in page
+
+
+def test_docker_compose_parses_and_has_every_service_with_a_health_check():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+    services = compose["services"]
+    assert set(services) == {"postgres", "redis", "web", "worker", "beat"}
+    for name in ("postgres", "redis", "web"):
+        assert "healthcheck" in services[name], name
+    for name in ("web", "worker", "beat"):
+        env = services[name]["environment"]
+        assert env["DATABASE_URL"].startswith("postgres://")
+        assert env["REDIS_URL"].startswith("redis://")
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_the_atomic_requests_setting_stays_off():
+    # The idempotency layer owns its transactions; a request-wide one would merge
+    # the phases and break the recovery points.
+    assert settings.DATABASES["default"]["ATOMIC_REQUESTS"] is False
