@@ -1,0 +1,74 @@
+"""Read-only admin of the provider's tables: rows change through its API only."""
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Wallet
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [field.name for field in self.model._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Wallet)
+class WalletAdmin(ReadOnlyAdmin):
+    list_display = ("payer", "balance", "charged_total", "created_at")
+    search_fields = ("payer",)
+
+
+@admin.register(Charge)
+class ChargeAdmin(ReadOnlyAdmin):
+    list_display = (
+        "trade_no",
+        "out_trade_no",
+        "status",
+        "wallet",
+        "amount",
+        "currency",
+        "decline_reason",
+        "paid_at",
+        "created_at",
+    )
+    list_filter = ("status", "currency")
+    search_fields = ("trade_no", "out_trade_no", "wallet__payer")
+
+
+@admin.register(IdempotencyRecord)
+class IdempotencyRecordAdmin(ReadOnlyAdmin):
+    list_display = ("key", "charge", "response_status", "created_at")
+    search_fields = ("key", "charge__out_trade_no")
+
+
+@admin.register(Notification)
+class NotificationAdmin(ReadOnlyAdmin):
+    list_display = (
+        "notify_id",
+        "copy",
+        "charge",
+        "status",
+        "attempts",
+        "last_status_code",
+        "first_delay_s",
+        "created_at",
+        "delivered_at",
+    )
+    list_filter = ("status",)
+    search_fields = ("notify_id", "charge__out_trade_no", "charge__trade_no")
+
+
+@admin.register(Fault)
+class FaultAdmin(ReadOnlyAdmin):
+    # Faults are armed and cleared through POST/DELETE /sandbox/v1/faults.
+    list_display = ("mode", "remaining", "delay_s", "copies", "updated_at")

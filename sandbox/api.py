@@ -1,0 +1,150 @@
+"""The sandbox provider's HTTP API (/sandbox/v1/...): validate, call one service, serialize.
+
+Merchant endpoints authenticate with the merchant key only, never with the
+shop's tokens or sessions, and are not throttled by the shop's limits. The
+faults endpoint is the demo's chaos control: staff only, with the shop's auth.
+The shop's OpenAPI document leaves all of it out: it is another company's API.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from sandbox.auth import IsMerchant, MerchantKeyAuthentication
+from sandbox.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
+from sandbox.models import Fault
+from sandbox.selectors import charge_get, fault_list_active, wallet_charges, wallet_get
+from sandbox.serializers import ChargeOutputSerializer, charge_json
+from sandbox.services import charge_close, charge_create, fault_clear, fault_set
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+_KEY_PATTERN = re.compile(r"[A-Za-z0-9\-_.:~]{1,255}")
+# Far above any demo basket, far below BIGINT: an absurd amount is a client bug.
+MAX_AMOUNT = 10**12
+
+
+def parse_idempotency_key(raw: str | None) -> str:
+    if raw is None:
+        raise IdempotencyKeyMissing()
+    if not _KEY_PATTERN.fullmatch(raw):
+        raise IdempotencyKeyInvalid()
+    return raw
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer and nothing else: "100", 100.0 and true are refused for money."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def validate_http_url(value: str) -> None:
+    # Not DRF's URLField: Django's validator wants a dotted domain, and a merchant
+    # on a private network (http://shop:8000, docker-compose) is a fine notify_url.
+    try:
+        parts = urlsplit(value)
+        valid = parts.scheme in {"http", "https"} and bool(parts.hostname)
+    except ValueError:  # e.g. an unbalanced IPv6 bracket
+        valid = False
+    if not valid or any(char.isspace() for char in value):
+        raise serializers.ValidationError("Enter an absolute http:// or https:// URL.")
+
+
+@extend_schema(exclude=True)
+class MerchantApi(APIView):
+    authentication_classes = [MerchantKeyAuthentication]
+    permission_classes = [IsMerchant]
+    throttle_classes = []  # a provider under test must not 429 the shop's retries
+
+
+class ChargeCreateApi(MerchantApi):
+    class InputSerializer(serializers.Serializer):
+        out_trade_no = serializers.CharField(max_length=64, trim_whitespace=False)
+        amount = StrictIntegerField(min_value=1, max_value=MAX_AMOUNT)
+        currency = serializers.RegexField(r"^[A-Z]{3}$")
+        payer = serializers.CharField(max_length=150, trim_whitespace=False)
+        notify_url = serializers.CharField(max_length=2000, validators=[validate_http_url])
+
+    def post(self, request: Request) -> Response:
+        # The order of checks: auth (initial), then the key, then the body.
+        key = parse_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        answer = charge_create(idempotency_key=key, **serializer.validated_data)
+        return Response(
+            answer.body, headers={REPLAYED_HEADER: "true" if answer.replayed else "false"}
+        )
+
+
+class ChargeDetailApi(MerchantApi):
+    def get(self, request: Request, out_trade_no: str) -> Response:
+        return Response(charge_json(charge_get(out_trade_no=out_trade_no)))
+
+
+class ChargeCloseApi(MerchantApi):
+    def post(self, request: Request, out_trade_no: str) -> Response:
+        return Response(charge_json(charge_close(out_trade_no=out_trade_no)))
+
+
+class WalletDetailApi(MerchantApi):
+    class OutputSerializer(serializers.Serializer):
+        payer = serializers.CharField()
+        balance = serializers.IntegerField()
+        charged_total = serializers.IntegerField()
+        charges = ChargeOutputSerializer(many=True)
+
+    def get(self, request: Request, payer: str) -> Response:
+        wallet = wallet_get(payer=payer)
+        data = {
+            "payer": wallet.payer,
+            "balance": wallet.balance,
+            "charged_total": wallet.charged_total,
+            "charges": wallet_charges(wallet=wallet),
+        }
+        return Response(self.OutputSerializer(data).data)
+
+
+@extend_schema(exclude=True)
+class FaultListApi(APIView):
+    # The shop's own auth (its default classes, spelled out): staff token or session.
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAdminUser]
+    throttle_classes = []
+
+    class InputSerializer(serializers.Serializer):
+        mode = serializers.ChoiceField(choices=Fault.Mode.choices)
+        count = StrictIntegerField(min_value=1, max_value=10_000, default=1)
+        delay_s = serializers.FloatField(min_value=0, max_value=60, default=0.0)
+        copies = StrictIntegerField(min_value=1, max_value=10, default=3)
+
+    class OutputSerializer(serializers.Serializer):
+        mode = serializers.CharField()
+        remaining = serializers.IntegerField()
+        delay_s = serializers.FloatField()
+        copies = serializers.IntegerField()
+
+    def get(self, request: Request) -> Response:
+        return Response(self.OutputSerializer(fault_list_active(), many=True).data)
+
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        fault_set(**serializer.validated_data)
+        return Response(self.OutputSerializer(fault_list_active(), many=True).data, status=201)
+
+    def delete(self, request: Request) -> Response:
+        fault_clear()
+        return Response(status=204)

@@ -1,0 +1,104 @@
+"""Errors of the sandbox provider's API (codes are part of its public contract).
+
+The sandbox is another company: it declares its own classes rather than reuse
+the shop's, and shares only the problem+json base and handler.
+"""
+
+from typing import Any
+
+from config.errors import ApplicationError
+
+
+class MerchantUnauthorized(ApplicationError):
+    """No ``Authorization: Bearer <key>`` header, or a key the sandbox does not know."""
+
+    status = 401
+    code = "merchant-unauthorized"
+    title = "Merchant unauthorized"
+    default_detail = "Send Authorization: Bearer <merchant key>."
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        # RFC 9110: a 401 names the scheme the client should use.
+        self.headers["WWW-Authenticate"] = 'Bearer realm="sandbox"'
+
+
+class IdempotencyKeyMissing(ApplicationError):
+    """A charge was requested without an Idempotency-Key header."""
+
+    code = "idempotency-key-missing"
+    title = "Idempotency-Key required"
+    default_detail = "A charge moves money: send an Idempotency-Key header."
+
+
+class IdempotencyKeyInvalid(ApplicationError):
+    """The header is not 1-255 characters from A-Z a-z 0-9 - _ . : ~."""
+
+    code = "idempotency-key-invalid"
+    title = "Idempotency-Key malformed"
+    default_detail = "The Idempotency-Key must be 1-255 characters from A-Z a-z 0-9 - _ . : ~."
+
+
+class IdempotencyKeyMismatch(ApplicationError):
+    """The key was used before with a different request body."""
+
+    status = 422
+    code = "idempotency-key-mismatch"
+    title = "Idempotency-Key reused with a different request"
+    default_detail = "This Idempotency-Key was already used for a different charge."
+
+
+class OutTradeNoMismatch(ApplicationError):
+    """A charge for this ``out_trade_no`` exists with another amount, currency or payer."""
+
+    status = 422
+    code = "out-trade-no-mismatch"
+    title = "out_trade_no reused with different terms"
+    default_detail = (
+        "A charge with this out_trade_no exists with a different amount, currency or payer."
+    )
+
+
+class ChargeNotFound(ApplicationError):
+    """The provider holds no charge (not even a CLOSED fence) for this ``out_trade_no``."""
+
+    status = 404
+    code = "charge-not-found"
+    title = "Charge not found"
+    default_detail = "No charge exists for this out_trade_no."
+
+
+class ChargeAlreadySucceeded(ApplicationError):
+    """A close was asked for an attempt that has already been charged successfully.
+
+    The problem body carries the charge (``trade_no``, ``trade_status``, ...; and
+    the whole charge JSON under ``charge``) so the merchant can settle its side
+    instead of failing the attempt.
+    """
+
+    status = 409
+    code = "charge-already-succeeded"
+    title = "Charge already succeeded"
+    default_detail = "The charge for this out_trade_no succeeded; it cannot be closed."
+
+
+class WalletNotFound(ApplicationError):
+    """No charge was ever made for this payer, so the provider has no wallet for them."""
+
+    status = 404
+    code = "wallet-not-found"
+    title = "Wallet not found"
+    default_detail = "No wallet exists for this payer."
+
+
+class ProviderError(ApplicationError):
+    """A scripted failure (faults ``error_before_commit`` / ``error_after_commit``).
+
+    From outside it looks like any provider 5xx: the caller cannot know whether
+    the charge happened, and must find out (retry with the same key, or query).
+    """
+
+    status = 500
+    code = "provider-error"
+    title = "Provider error"
+    default_detail = "The provider failed to answer; the charge may or may not have happened."

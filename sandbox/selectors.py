@@ -1,0 +1,29 @@
+"""Reads of the sandbox provider: the truth a merchant reconciles against."""
+
+from django.db.models import QuerySet
+
+from sandbox.errors import ChargeNotFound, WalletNotFound
+from sandbox.models import Charge, Fault, Wallet
+
+
+def charge_get(*, out_trade_no: str) -> Charge:
+    charge = Charge.objects.select_related("wallet").filter(out_trade_no=out_trade_no).first()
+    if charge is None:
+        raise ChargeNotFound()
+    return charge
+
+
+def wallet_get(*, payer: str) -> Wallet:
+    wallet = Wallet.objects.filter(payer=payer).first()
+    if wallet is None:
+        raise WalletNotFound()
+    return wallet
+
+
+def wallet_charges(*, wallet: Wallet) -> QuerySet[Charge]:
+    return Charge.objects.select_related("wallet").filter(wallet=wallet)
+
+
+def fault_list_active() -> QuerySet[Fault]:
+    """Faults with counts left; spent rows stay for the admin's history."""
+    return Fault.objects.filter(remaining__gt=0)

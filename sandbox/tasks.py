@@ -1,0 +1,20 @@
+"""Background work of the sandbox provider (thin: each task calls one service)."""
+
+from typing import Any
+
+from celery import Task, shared_task
+
+from sandbox.delivery import MAX_RETRIES, notification_deliver
+
+
+@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
+def deliver_notification(self: Task[Any, Any], notification_id: int) -> str:
+    """POST one notification copy; retry with backoff until a 2xx or MAX_RETRIES.
+
+    The attempt count lives on the row, not in the message, so the service decides
+    when to stop; Celery's ``max_retries`` is the same number, as a backstop.
+    """
+    result = notification_deliver(notification_id=notification_id)
+    if result.retry_in is not None:
+        raise self.retry(countdown=result.retry_in)
+    return result.status

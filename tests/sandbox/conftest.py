@@ -1,0 +1,142 @@
+"""Fixtures of the sandbox provider's tests: merchant clients, a local merchant
+endpoint to deliver notifications to, and an observed enqueue.
+
+No sandbox test sends anything to the real broker: notification enqueues go
+through ``sandbox.services.notifications.notification_enqueue``, which the autouse fixture
+below replaces with a recorder (transactional tests do run on_commit hooks).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from sandbox.services import notifications
+from tests.conftest import client_for
+from tests.factories import UserFactory
+
+CHARGES = "/sandbox/v1/charges"
+FAULTS = "/sandbox/v1/faults"
+NOTIFY_URL = "http://127.0.0.1:9/callbacks/sandbox/"  # never contacted: enqueue is observed
+
+
+def new_ref() -> str:
+    return f"P-{uuid.uuid4().hex[:16]}"
+
+
+def charge_body(**overrides: Any) -> dict[str, Any]:
+    body = {
+        "out_trade_no": new_ref(),
+        "amount": 1999,
+        "currency": "CNY",
+        "payer": "alice",
+        "notify_url": NOTIFY_URL,
+    }
+    return {**body, **overrides}
+
+
+def merchant_client(key: str | None = None) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key or settings.SANDBOX_API_KEYS[0]}")
+    return client
+
+
+@pytest.fixture
+def merchant() -> APIClient:
+    return merchant_client()
+
+
+@pytest.fixture
+def staff() -> APIClient:
+    user: User = UserFactory.create(is_staff=True)
+    return client_for(user)
+
+
+@pytest.fixture
+def charge(merchant: APIClient) -> Callable[..., Any]:
+    """POST /sandbox/v1/charges: ``charge(body, key=...)``; a fresh key when not given."""
+
+    def post(body: dict[str, Any], key: str | None = None) -> Any:
+        headers = {"Idempotency-Key": str(uuid.uuid4()) if key is None else key}
+        return merchant.post(CHARGES, body, format="json", headers=headers)
+
+    return post
+
+
+@pytest.fixture
+def arm(staff: APIClient) -> Callable[..., Any]:
+    """Arm a fault through the staff API: ``arm("decline", count=2)``."""
+
+    def post(mode: str, **params: Any) -> Any:
+        response = staff.post(FAULTS, {"mode": mode, **params}, format="json")
+        assert response.status_code == 201, response.json()
+        return response
+
+    return post
+
+
+# --- Observed enqueue -------------------------------------------------------------------
+
+
+@dataclass
+class Enqueued:
+    calls: list[tuple[int, float]] = field(default_factory=list)
+    real: Callable[..., None] = notifications.notification_enqueue
+
+    def record(self, *, notification_id: int, countdown: float) -> None:
+        self.calls.append((notification_id, countdown))
+
+
+@pytest.fixture(autouse=True)
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> Enqueued:
+    recorder = Enqueued()
+    monkeypatch.setattr(notifications, "notification_enqueue", recorder.record)
+    return recorder
+
+
+# --- A merchant endpoint on loopback ----------------------------------------------------
+
+
+@dataclass
+class Receiver:
+    """A real HTTP server on 127.0.0.1 that answers the scripted codes in order, then 200."""
+
+    url: str
+    answers: list[int]
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    state = Receiver(url="", answers=[])
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            state.received.append((dict(self.headers.items()), body))
+            self.send_response(state.answers.pop(0) if state.answers else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep the test output clean
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/callbacks/sandbox/"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
