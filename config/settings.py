@@ -62,6 +62,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "idempotency",
     "orders",
+    "payments",
+    "sandbox",
 ]
 
 MIDDLEWARE = [
@@ -96,7 +98,10 @@ TEMPLATES = [
 
 # --- Database -----------------------------------------------------------------
 DATABASE_URL = os.environ["DATABASE_URL"]
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Persistent connections (seconds) for gunicorn's long-lived threads; 0 closes each
+# connection at the end of its request.
+DATABASE_CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 60)
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE)}
 # A request that waits on a row lock longer than this fails with 503 `lock-timeout`
 # instead of hanging: shorter than any client or gateway timeout in front of us.
 DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 5000)
@@ -184,6 +189,26 @@ IDEMPOTENCY_ENABLED = env_bool("IDEMPOTENCY_ENABLED", True)
 ORDER_TTL_S = env_int("ORDER_TTL_S", 900)
 ORDER_MAX_LINES = 50
 ORDER_MAX_QUANTITY = 1000
+
+# --- Payments provider ----------------------------------------------------------
+# Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/ in
+# the demo). The shop talks to it only over HTTP, so it can run elsewhere.
+PROVIDER_BASE_URL = env_str("PROVIDER_BASE_URL", "http://127.0.0.1:8000/sandbox").rstrip("/")
+# Connect/read timeout of every provider call. Well below IDEMPOTENCY_LOCK_TIMEOUT,
+# so a request waiting on the provider never looks abandoned while it still runs.
+PROVIDER_TIMEOUT_S = env_float("PROVIDER_TIMEOUT_S", 5.0)
+# The merchant credential the shop presents to the provider.
+PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", "sandbox-merchant-key")
+# The shop's public base URL: the provider sends notifications to it.
+SHOP_BASE_URL = env_str("SHOP_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# --- Sandbox provider -------------------------------------------------------------
+# HMAC secret of the Sandbox-Signature header. Comma-separated to rotate: the sandbox
+# signs with each (one v1= per secret) and the shop accepts a match with any.
+SANDBOX_WEBHOOK_SECRET = env_str("SANDBOX_WEBHOOK_SECRET", "whsec-onceshop-development")
+SANDBOX_WALLET_START = env_int("SANDBOX_WALLET_START", 1_000_000)
+# The merchant keys the sandbox accepts (the shop sends PROVIDER_API_KEY).
+SANDBOX_API_KEYS = env_list("SANDBOX_API_KEYS", PROVIDER_API_KEY)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "OnceShop API",

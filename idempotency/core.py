@@ -38,7 +38,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.errors import ApplicationError
-from idempotency.errors import IdempotencyKeyInUse, IdempotencyKeyMismatch
+from idempotency.errors import IdempotencyKeyInUse, IdempotencyKeyMismatch, UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "canonical_json",
     "execute",
     "fingerprint",
+    "single_phase",
 ]
 
 
@@ -64,9 +65,15 @@ class NoOp:
 
 @dataclass(frozen=True)
 class MoveTo:
-    """The phase committed its work; the flow continues from ``recovery_point``."""
+    """The phase committed its work; the flow continues from ``recovery_point``.
+
+    ``resource_*`` names what the phase made (the payment attempt), so the next
+    phase, a retry or the completer can find it from the record alone.
+    """
 
     recovery_point: str
+    resource_type: str = ""
+    resource_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +202,11 @@ def _apply(record: IdempotencyKey, result: PhaseResult) -> dict[str, Any]:
         case MoveTo(recovery_point=point):
             # Refresh locked_at: a long multi-phase flow is alive, not abandoned.
             changes = {"recovery_point": point, "locked_at": now}
+            if result.resource_id is not None:
+                changes |= {
+                    "resource_type": result.resource_type,
+                    "resource_id": result.resource_id,
+                }
         case Respond():
             changes = {
                 "recovery_point": RecoveryPoint.FINISHED,
@@ -243,6 +255,18 @@ def atomic_phase(record: IdempotencyKey, work: Callable[[], PhaseResult]) -> Non
             fenced = IdempotencyKey.objects.filter(pk=record.pk, lock_token=held_token)
             if not fenced.update(**changes):
                 raise _LockLost
+
+
+def single_phase(record: IdempotencyKey, work: Callable[[], PhaseResult]) -> None:
+    """The whole flow of a single-phase action: STARTED -> ``work`` -> FINISHED."""
+    while True:
+        match record.recovery_point:
+            case RecoveryPoint.STARTED:
+                atomic_phase(record, work)
+            case RecoveryPoint.FINISHED:
+                return
+            case other:
+                raise UnknownRecoveryPoint(other)
 
 
 # --- Entry point -------------------------------------------------------------------

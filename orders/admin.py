@@ -27,6 +27,7 @@ class OrderAdmin(admin.ModelAdmin):
         "number",
         "user",
         "status",
+        "allowed_transitions",
         "amount",
         "currency",
         "idempotency_key",
@@ -34,6 +35,14 @@ class OrderAdmin(admin.ModelAdmin):
         "paid_at",
     )
     inlines = [OrderLineInline]
+
+    @admin.display(description="Allowed transitions")
+    def allowed_transitions(self, order: Order) -> str:
+        # Read from the state machine itself; changed only through the API's services.
+        # (django-fsm adds get_available_<field>_transitions at class creation.)
+        available = order.get_available_status_transitions()  # type: ignore[attr-defined]
+        moves = [f"{t.name} → {t.target}" for t in available]
+        return ", ".join(moves) or "none (final state)"
 
 
 @admin.register(InventoryMovement)

@@ -53,3 +53,13 @@ class SkuExists(ApplicationError):
     code = "sku-exists"
     title = "SKU exists"
     default_detail = "A product with this SKU exists already."
+
+
+class OrderNotCancellable(ApplicationError):
+    """Only an UNPAID order without a live payment attempt can be cancelled."""
+
+    status = 409
+    code = "order-not-cancellable"
+    title = "Order not cancellable"
+    default_detail = "Only an unpaid order without a payment in progress can be cancelled."
+    final = True

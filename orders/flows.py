@@ -1,19 +1,20 @@
-"""Order creation as an idempotent flow: one atomic phase, STARTED -> FINISHED.
+"""Order creation and cancellation as idempotent flows: one atomic phase each.
 
-The record, the order, its lines and the stock reservation commit in one
-transaction (see ``idempotency.core.atomic_phase``). Out of stock is a final
-answer: stored and replayed. An unknown SKU is bad input: nothing is stored.
+The record and the business rows (order, lines, stock reservation; or the
+cancellation and its stock release) commit in one transaction (see
+``idempotency.core.atomic_phase``). Out of stock and not cancellable are final
+answers: stored and replayed. An unknown SKU is bad input: nothing is stored.
 """
 
 from collections.abc import Sequence
 
 from django.urls import reverse
 
-from idempotency.core import Respond, atomic_phase
-from idempotency.errors import UnknownRecoveryPoint
-from idempotency.models import IdempotencyKey, RecoveryPoint
-from orders.serializers import OrderOutputSerializer
-from orders.services import LineRequest, order_create
+from idempotency.core import Respond, single_phase
+from idempotency.models import IdempotencyKey
+from orders.selectors import order_get
+from orders.serializers import OrderOutputSerializer, order_representation
+from orders.services import LineRequest, order_cancel, order_create
 
 
 def order_create_flow(
@@ -29,11 +30,18 @@ def order_create_flow(
             resource_id=order.pk,
         )
 
-    while True:
-        match record.recovery_point:
-            case RecoveryPoint.STARTED:
-                atomic_phase(record, create)
-            case RecoveryPoint.FINISHED:
-                return
-            case other:
-                raise UnknownRecoveryPoint(other)
+    single_phase(record, create)
+
+
+def order_cancel_flow(record: IdempotencyKey, *, user_id: int, order_number: str) -> None:
+    def cancel() -> Respond:
+        # Someone else's order is a 404, raised before anything is stored.
+        order = order_cancel(order=order_get(user_id=user_id, number=order_number))
+        return Respond(
+            status=200,
+            body=order_representation(order_id=order.pk),
+            resource_type="order",
+            resource_id=order.pk,
+        )
+
+    single_phase(record, cancel)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 
 class Product(models.Model):
@@ -31,7 +34,15 @@ class Product(models.Model):
         return self.sku
 
 
-class Order(models.Model):
+class Order(ConcurrentTransitionMixin, models.Model):
+    """An order and its state machine: UNPAID -> PAID, UNPAID -> CANCELLED.
+
+    The status is protected (no direct assignment) and every transition is saved
+    as ``UPDATE ... WHERE status = <source>`` (ConcurrentTransitionMixin): of two
+    requests moving the same order, the second matches no row and gets a named
+    ``ConcurrentTransition`` instead of overwriting the first.
+    """
+
     class Status(models.TextChoices):
         UNPAID = "UNPAID"
         PAID = "PAID"
@@ -41,7 +52,7 @@ class Order(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders"
     )
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.UNPAID)
+    status = FSMField(max_length=16, choices=Status.choices, default=Status.UNPAID, protected=True)
     amount = models.PositiveBigIntegerField()
     currency = models.CharField(max_length=3)
     # The Idempotency-Key that created the order. Unique per user: even with the
@@ -61,6 +72,14 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return self.number
+
+    @transition(field=status, source=Status.UNPAID, target=Status.PAID)
+    def mark_paid(self, *, paid_at: datetime) -> None:
+        self.paid_at = paid_at
+
+    @transition(field=status, source=Status.UNPAID, target=Status.CANCELLED)
+    def cancel(self) -> None:
+        """Stock is released by the service that calls this, once per line."""
 
 
 class OrderLine(models.Model):

@@ -1,5 +1,7 @@
 """The order representation: returned by the API and stored for replays."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from orders.models import Order, OrderLine
@@ -11,9 +13,35 @@ class OrderLineOutputSerializer(serializers.ModelSerializer[OrderLine]):
         fields = ["sku", "unit_price", "quantity"]
 
 
+class PaymentSummarySerializer(serializers.Serializer):
+    """One payment attempt, as part of its order (payments/ owns the model)."""
+
+    out_trade_no = serializers.CharField()
+    status = serializers.CharField()
+    amount = serializers.IntegerField()
+    currency = serializers.CharField()
+    trade_no = serializers.CharField(allow_null=True)
+
+
 class OrderOutputSerializer(serializers.ModelSerializer[Order]):
     lines = OrderLineOutputSerializer(many=True, read_only=True)
+    payments = PaymentSummarySerializer(many=True, read_only=True)
 
     class Meta:
         model = Order
-        fields = ["number", "status", "amount", "currency", "lines", "created_at", "paid_at"]
+        fields = [
+            "number",
+            "status",
+            "amount",
+            "currency",
+            "lines",
+            "payments",
+            "created_at",
+            "paid_at",
+        ]
+
+
+def order_representation(*, order_id: int) -> Any:
+    """The order as the API shows it, read fresh (after a phase changed it)."""
+    order = Order.objects.prefetch_related("lines", "payments").get(pk=order_id)
+    return OrderOutputSerializer(order).data

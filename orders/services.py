@@ -10,8 +10,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from orders.errors import MixedCurrencies, OrderKeyReused, OutOfStock, SkuExists, UnknownSku
+from orders.errors import (
+    MixedCurrencies,
+    OrderKeyReused,
+    OrderNotCancellable,
+    OutOfStock,
+    SkuExists,
+    UnknownSku,
+)
 from orders.models import InventoryMovement, Order, OrderLine, Product
+from payments.models import LIVE_STATUSES, Payment
 
 
 @dataclass(frozen=True)
@@ -111,4 +119,36 @@ def order_create(
             raise
         existing = Order.objects.get(user_id=user_id, idempotency_key=idempotency_key)
         raise OrderKeyReused(order=existing.number) from error
+    return order
+
+
+def order_cancel(*, order: Order) -> Order:
+    """UNPAID -> CANCELLED and give its stock back, exactly once.
+
+    Refused while a payment attempt is live: the provider may be charging it.
+    """
+    with transaction.atomic():
+        # Same lock, same order as payment_create: whichever comes second sees the
+        # other's committed result (a live attempt, or a cancelled order).
+        order = Order.objects.select_for_update().get(pk=order.pk)
+        if order.status != Order.Status.UNPAID:
+            raise OrderNotCancellable(f"The order is {order.status.lower()}.")
+        if Payment.objects.filter(order=order, status__in=LIVE_STATUSES).exists():
+            raise OrderNotCancellable("A payment of this order is in progress.")
+        order.cancel()
+        order.save(update_fields=["status"])  # WHERE status = 'UNPAID'
+        lines = list(order.lines.all())
+        for line in lines:
+            Product.objects.filter(pk=line.product_id).update(stock=F("stock") + line.quantity)
+        # One release per order line by unique index: a doubled cancel (or an expiry
+        # racing a cancel) cannot give the same stock back twice.
+        InventoryMovement.objects.bulk_create(
+            InventoryMovement(
+                product_id=line.product_id,
+                order=order,
+                kind=InventoryMovement.Kind.RELEASE,
+                quantity=line.quantity,
+            )
+            for line in lines
+        )
     return order

@@ -1,15 +1,44 @@
-"""Shared fixtures. Every test talks to the real PostgreSQL and Redis of the run."""
+"""Shared fixtures. Every test talks to the real PostgreSQL and Redis of the run.
+
+Payments go to the real sandbox provider, served over HTTP by pytest-django's
+live server (a threaded server in this process, on loopback); the shop reaches
+it only through PROVIDER_BASE_URL, exactly as in production.
+"""
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import redis
+from django.conf import settings as django_settings
 from django.contrib.auth.models import User
+from django.db import connections
 from rest_framework.test import APIClient
 
-from orders.models import Product
+from config.celery import app as celery_app
+from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
+
+# Tasks sent by tests go to their own queue on the real broker, emptied before and
+# after the run, so no stale message ever reaches a worker a test starts.
+TEST_QUEUE = "onceshop-tests"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def short_lived_connections() -> None:
+    # The live server answers each request in a new thread; a persistent connection
+    # would outlive its thread and, over a run, exhaust the server's connections.
+    connections["default"].settings_dict["CONN_MAX_AGE"] = 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def celery_test_queue() -> Iterator[str]:
+    celery_app.conf.task_default_queue = TEST_QUEUE
+    broker = redis.Redis.from_url(django_settings.REDIS_URL)
+    broker.delete(TEST_QUEUE)
+    yield TEST_QUEUE
+    broker.delete(TEST_QUEUE)
 
 
 def new_key() -> str:
@@ -63,3 +92,80 @@ def create_order(client: APIClient, product: Product) -> Callable[..., Any]:
         return (api or client).post("/api/v1/orders/", payload, format="json", headers=headers)
 
     return create
+
+
+# Short enough for fast tests, long enough for a loaded 2-core CI machine.
+TEST_PROVIDER_TIMEOUT_S = 2.0
+
+
+@pytest.fixture
+def sandbox(live_server: Any, settings: Any) -> str:
+    settings.PROVIDER_BASE_URL = f"{live_server.url}/sandbox"
+    settings.SHOP_BASE_URL = live_server.url
+    settings.PROVIDER_TIMEOUT_S = TEST_PROVIDER_TIMEOUT_S
+    return settings.PROVIDER_BASE_URL
+
+
+@pytest.fixture
+def staff() -> APIClient:
+    return client_for(UserFactory.create(is_staff=True))
+
+
+@pytest.fixture
+def fault(staff: APIClient, sandbox: str) -> Callable[..., None]:
+    """Script the sandbox's next charges (POST /sandbox/v1/faults)."""
+
+    def add(mode: str, **options: Any) -> None:
+        response = staff.post("/sandbox/v1/faults", {"mode": mode, **options}, format="json")
+        assert response.status_code == 201, response.content
+
+    return add
+
+
+@pytest.fixture
+def order(client: APIClient, product: Product) -> Order:
+    response = client.post(
+        "/api/v1/orders/",
+        {"lines": [{"sku": product.sku, "quantity": 2}]},
+        format="json",
+        headers={"Idempotency-Key": new_key()},
+    )
+    assert response.status_code == 201
+    return Order.objects.get(number=response.json()["number"])
+
+
+@pytest.fixture
+def pay(client: APIClient, order: Order, sandbox: str) -> Callable[..., Any]:
+    """POST /api/v1/orders/{number}/pay/ with the given key (a new one by default)."""
+
+    def send(
+        key: str | None = None,
+        *,
+        number: str | None = None,
+        api: APIClient | None = None,
+        body: Any = None,
+    ) -> Any:
+        return (api or client).post(
+            f"/api/v1/orders/{number or order.number}/pay/",
+            body,
+            format="json",
+            headers={"Idempotency-Key": key or new_key()},
+        )
+
+    return send
+
+
+@pytest.fixture
+def wallet(sandbox: str) -> Callable[[User], dict[str, Any]]:
+    """The payer's wallet as the provider reports it (0 charges if never seen)."""
+    merchant = APIClient()
+
+    def read(user: User) -> dict[str, Any]:
+        merchant.credentials(HTTP_AUTHORIZATION=f"Bearer {django_settings.PROVIDER_API_KEY}")
+        response = merchant.get(f"/sandbox/v1/wallets/{user.username}")
+        if response.status_code == 404:
+            return {"charged_total": 0, "charges": []}
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    return read

@@ -20,18 +20,20 @@ def test_database_url() -> str:
     return f"postgresql://{settings['USER']}@{host}{port}/{settings['NAME']}"
 
 
-def run_django(code: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_django(
+    code: str, *, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh Python with Django set up on the test database."""
     prelude = "import django\ndjango.setup()\n"
-    env = {
-        **os.environ,
-        "DATABASE_URL": test_database_url(),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-    }
     return subprocess.run(
         [sys.executable, "-c", prelude + textwrap.dedent(code)],
         cwd=ROOT,
-        env=env,
+        env={
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            **(env or {}),
+        },
         capture_output=True,
         text=True,
         timeout=timeout,

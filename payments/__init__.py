@@ -1,0 +1,1 @@
+"""Payments: attempts, the ledger, the provider adapter and the pay flow."""

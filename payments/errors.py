@@ -1,0 +1,60 @@
+"""Errors of the pay flow (codes are part of the public contract)."""
+
+from typing import Any
+
+from config.errors import ApplicationError
+
+
+class OrderNotPayable(ApplicationError):
+    """The order is paid, cancelled, or has a payment attempt in progress."""
+
+    status = 409
+    code = "order-not-payable"
+    title = "Order not payable"
+    default_detail = "This order cannot be paid now."
+    final = True
+
+
+class PaymentDeclined(ApplicationError):
+    """The provider declined the charge. Pay again with a new key to retry."""
+
+    status = 402
+    code = "payment-declined"
+    title = "Payment declined"
+    default_detail = "The payment was declined; the order can be paid again with a new key."
+    final = True
+
+
+class PaymentFailed(ApplicationError):
+    """Reconciliation found no charge and fenced the attempt at the provider."""
+
+    status = 402
+    code = "payment-failed"
+    title = "Payment failed"
+    default_detail = (
+        "The payment did not go through and was closed at the provider; "
+        "the order can be paid again with a new key."
+    )
+    final = True
+
+
+class PaymentOutcomeUnknown(ApplicationError):
+    """The provider timed out or failed: we do not know yet whether it charged.
+
+    Not final: nothing is stored, the key keeps its recovery point, and a retry
+    with the SAME key asks the provider before charging (never charges twice).
+    """
+
+    status = 503
+    code = "payment-outcome-unknown"
+    title = "Payment outcome unknown"
+    default_detail = (
+        "The payment provider did not answer in time; we do not know yet whether you "
+        "were charged. Retry with the same Idempotency-Key: you will not be charged twice."
+    )
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        # Long enough for a provider hiccup to pass; the reconciler resolves the
+        # attempt after RECONCILE_AFTER_S even if the client never comes back.
+        self.headers["Retry-After"] = "2"

@@ -1,0 +1,133 @@
+"""Paying an order as an idempotent flow with recovery points (after rocket-rides-atomic).
+
+    started ──phase 1──▶ payment_created ──provider call──▶ phase 2 ──▶ finished
+             (atomic)     (committed)       (no transaction)  (atomic)
+
+Phase 1 commits the payment attempt (PENDING) together with the record at
+``payment_created``. The provider is then called outside any transaction, with
+a key derived from the attempt, so calling it again for the same attempt is a
+replay at the provider, never a second charge. Phase 2 commits the payment's
+outcome, the ledger entry, the order transition and the stored response in one
+transaction.
+
+If the provider's answer is unknown (timeout, 5xx, garbage), the attempt is
+marked UNKNOWN and the client gets 503 without a stored answer: the record
+stays at ``payment_created``. A retry with the same key resumes there and asks
+the provider what happened (query by ``out_trade_no``) before charging; the
+reconciler does the same if the client never returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+
+from django.conf import settings
+
+from idempotency.core import MoveTo, Respond, atomic_phase
+from idempotency.errors import UnknownRecoveryPoint
+from idempotency.models import IdempotencyKey, RecoveryPoint
+from orders.serializers import order_representation
+from payments.errors import PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
+from payments.models import Payment, PaymentStatus
+from payments.providers import ChargeResult, PaymentProvider, ProviderOutcomeUnknown
+from payments.services import (
+    CLOSED_BY_RECONCILIATION,
+    Settlement,
+    payment_create,
+    payment_mark_unknown,
+    payment_settle,
+    provider_idempotency_key,
+)
+
+# Where the provider sends its notifications for our charges.
+NOTIFY_PATH = "/api/v1/callbacks/sandbox/"
+
+
+class PayPoint(RecoveryPoint):
+    PAYMENT_CREATED = "payment_created"
+
+
+def order_pay_flow(
+    record: IdempotencyKey, *, user_id: int, order_number: str, provider: PaymentProvider
+) -> None:
+    while True:
+        match record.recovery_point:
+            case PayPoint.STARTED:
+                atomic_phase(record, lambda: _start(user_id=user_id, order_number=order_number))
+            case PayPoint.PAYMENT_CREATED:
+                payment_id = record.resource_id
+                assert payment_id is not None
+                result = _ask_provider(payment_id=payment_id, provider=provider)
+                atomic_phase(record, partial(_finish, payment_id=payment_id, result=result))
+            case PayPoint.FINISHED:
+                return
+            case other:
+                raise UnknownRecoveryPoint(other)
+
+
+def _start(*, user_id: int, order_number: str) -> MoveTo:
+    payment = payment_create(user_id=user_id, order_number=order_number)
+    return MoveTo(PayPoint.PAYMENT_CREATED, resource_type="payment", resource_id=payment.pk)
+
+
+def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult | None:
+    """The provider's account of the attempt; None if it is settled already.
+
+    Runs outside any transaction: holding row locks (or a connection in a
+    transaction) while waiting on a third party would stall everyone else.
+    """
+    payment = Payment.objects.get(pk=payment_id)
+    if payment.status not in (PaymentStatus.PENDING, PaymentStatus.UNKNOWN):
+        return None  # a notification or the reconciler settled it while we were away
+    try:
+        if payment.status == PaymentStatus.UNKNOWN:
+            # We asked before and got no answer: find out before asking again. (The
+            # derived key would make a second charge a replay anyway; asking first
+            # also respects a fence the reconciler may have put up.)
+            known = provider.query(out_trade_no=payment.out_trade_no)
+            if known is not None:
+                return known
+        return provider.charge(
+            out_trade_no=payment.out_trade_no,
+            amount=payment.amount,
+            currency=payment.currency,
+            payer=payment.payer,
+            notify_url=settings.SHOP_BASE_URL + NOTIFY_PATH,
+            idempotency_key=provider_idempotency_key(payment),
+        )
+    except ProviderOutcomeUnknown as error:
+        payment_mark_unknown(payment_id=payment.pk)
+        raise PaymentOutcomeUnknown(reason=str(error)) from error
+
+
+def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
+    if result is None:  # settled meanwhile by a notification or the reconciler
+        payment = Payment.objects.get(pk=payment_id)
+    else:
+        settled = payment_settle(payment_id=payment_id, result=result)
+        if settled.outcome is Settlement.CONFLICT:
+            # Not applied and not guessed: the reconciler and the audit take it from here.
+            raise PaymentOutcomeUnknown(reason=settled.reason)
+        payment = settled.payment
+    match payment.status:
+        case PaymentStatus.SUCCEEDED:
+            return Respond(
+                status=200,
+                body=order_representation(order_id=payment.order_id),
+                resource_type="payment",
+                resource_id=payment.pk,
+            )
+        case PaymentStatus.FAILED if payment.failure_code == CLOSED_BY_RECONCILIATION:
+            return _final_error(PaymentFailed(payment=payment.out_trade_no), payment)
+        case PaymentStatus.FAILED:
+            return _final_error(
+                PaymentDeclined(payment=payment.out_trade_no, reason=payment.failure_code), payment
+            )
+        case _:
+            raise PaymentOutcomeUnknown()
+
+
+def _final_error(error: PaymentDeclined | PaymentFailed, payment: Payment) -> Respond:
+    # Returned, not raised: the payment's FAILED state must commit with the answer.
+    return replace(Respond.from_error(error), resource_type="payment", resource_id=payment.pk)

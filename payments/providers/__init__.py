@@ -1,0 +1,27 @@
+"""Payment provider adapters. Forking to a real provider = one new module here."""
+
+from payments.providers.base import (
+    ChargeResult,
+    ChargeStatus,
+    Notification,
+    NotificationInvalid,
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+)
+
+__all__ = [
+    "ChargeResult",
+    "ChargeStatus",
+    "Notification",
+    "NotificationInvalid",
+    "PaymentProvider",
+    "ProviderOutcomeUnknown",
+    "get_provider",
+]
+
+
+def get_provider() -> PaymentProvider:
+    """The provider the shop is configured for (only the sandbox ships)."""
+    from payments.providers.sandbox import SandboxProvider
+
+    return SandboxProvider.from_settings()

@@ -1,0 +1,79 @@
+"""What the shop needs from any payment provider: a small protocol and its values."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+class ChargeStatus(enum.StrEnum):
+    SUCCESS = "SUCCESS"
+    DECLINED = "DECLINED"
+    CLOSED = "CLOSED"  # fenced: no charge for this attempt can succeed any more
+
+
+@dataclass(frozen=True)
+class ChargeResult:
+    """The provider's account of one attempt (by our ``out_trade_no``)."""
+
+    out_trade_no: str
+    status: ChargeStatus
+    trade_no: str | None
+    amount: int | None
+    currency: str | None
+    paid_at: datetime | None = None
+    decline_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A verified notification: the provider says this attempt settled like this."""
+
+    notify_id: str
+    trade_no: str
+    out_trade_no: str
+    trade_status: ChargeStatus
+    amount: int
+    currency: str
+    paid_at: datetime | None
+
+
+class ProviderOutcomeUnknown(Exception):
+    """We cannot tell whether the provider charged: timeout, 5xx, or an answer we
+    do not understand. Never treated as success or failure; reconcile instead."""
+
+
+class NotificationInvalid(Exception):
+    """A notification whose signature, timestamp or body does not check out."""
+
+
+class PaymentProvider(Protocol):
+    """The four things the shop asks of a provider."""
+
+    def charge(
+        self,
+        *,
+        out_trade_no: str,
+        amount: int,
+        currency: str,
+        payer: str,
+        notify_url: str,
+        idempotency_key: str,
+    ) -> ChargeResult:
+        """Charge once per ``idempotency_key``; a retry replays. Raises ProviderOutcomeUnknown."""
+        ...
+
+    def query(self, *, out_trade_no: str) -> ChargeResult | None:
+        """The truth about an attempt, or None if the provider never saw it."""
+        ...
+
+    def close(self, *, out_trade_no: str) -> ChargeResult:
+        """Fence the attempt: afterwards it can never succeed. Returns what it became."""
+        ...
+
+    def verify_notification(self, *, headers: Mapping[str, str], raw_body: bytes) -> Notification:
+        """Check the signature over the raw body, then parse. Raises NotificationInvalid."""
+        ...

@@ -1,0 +1,167 @@
+"""Writes of payments: start an attempt, and settle it from what the provider says.
+
+``payment_settle`` is the one way a payment becomes SUCCEEDED or FAILED. The
+pay flow (synchronous answer), the callback endpoint (notification) and the
+reconciler (query) all call it, so whichever arrives first settles the attempt
+and the others find it settled and change nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import secrets
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
+
+from orders.models import Order
+from payments.errors import OrderNotPayable
+from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
+from payments.providers import ChargeResult, ChargeStatus
+
+logger = logging.getLogger(__name__)
+
+# What the attempt's failure_code says when reconciliation fenced it.
+CLOSED_BY_RECONCILIATION = "closed"
+
+
+def _new_out_trade_no() -> str:
+    # 64 random bits: unguessable, and unique by constraint anyway.
+    return f"P{timezone.now():%Y%m%d}{secrets.token_hex(8).upper()}"
+
+
+def provider_idempotency_key(payment: Payment) -> str:
+    """The key we send the provider: derived from the attempt, so every retry of
+    the same attempt (client retry, resume, reconciler) is a replay there."""
+    return f"onceshop-{payment.out_trade_no}"
+
+
+def payment_create(*, user_id: int, order_number: str) -> Payment:
+    """Start a payment attempt for the caller's UNPAID order (phase one of the pay flow)."""
+    with transaction.atomic():
+        # The order row lock is the one lock pay and cancel both take, first: a
+        # cancel cannot slip between our checks and our insert.
+        order = get_object_or_404(
+            Order.objects.select_for_update().select_related("user"),
+            number=order_number,
+            user_id=user_id,
+        )
+        if order.status != Order.Status.UNPAID:
+            raise OrderNotPayable(f"The order is {order.status.lower()}.")
+        try:
+            with transaction.atomic():
+                return Payment.objects.create(
+                    order=order,
+                    out_trade_no=_new_out_trade_no(),
+                    amount=order.amount,
+                    currency=order.currency,
+                    payer=order.user.get_username(),
+                )
+        except IntegrityError as error:
+            # The partial unique index: another attempt of this order is live.
+            raise OrderNotPayable("A payment of this order is in progress.") from error
+
+
+def payment_mark_unknown(*, payment_id: int) -> bool:
+    """PENDING -> UNKNOWN after a timeout or provider error; the reconciler takes it."""
+    return bool(
+        Payment.objects.filter(pk=payment_id, status=PaymentStatus.PENDING).update(
+            status=PaymentStatus.UNKNOWN, updated_at=timezone.now()
+        )
+    )
+
+
+class Settlement(enum.Enum):
+    """What ``payment_settle`` did: a named outcome for every race, never a 500."""
+
+    APPLIED = "applied"
+    ALREADY_APPLIED = "already_applied"  # someone settled it the same way before us
+    CONFLICT = "conflict"  # the result contradicts what we hold: left for a human
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    outcome: Settlement
+    payment: Payment
+    reason: str = ""
+
+
+class _Conflict(Exception):
+    pass
+
+
+def payment_settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
+    """Apply the provider's account of an attempt, once.
+
+    Every write is conditional on the state we expect, in one transaction: the
+    payment (PENDING/UNKNOWN -> SUCCEEDED/FAILED), the capture ledger entry and
+    the order transition (UNPAID -> PAID). A result that would move a state
+    backwards or disagrees on the amount changes nothing and is reported.
+    """
+    try:
+        with transaction.atomic():
+            return _settle(payment_id=payment_id, result=result)
+    except _Conflict as conflict:
+        reason = str(conflict)
+        logger.error("payment %s: provider result not applied: %s", payment_id, reason)
+        return SettleResult(Settlement.CONFLICT, Payment.objects.get(pk=payment_id), reason)
+
+
+def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
+    payment = Payment.objects.get(pk=payment_id)
+    now = timezone.now()
+    if result.status is ChargeStatus.SUCCESS:
+        if (result.amount, result.currency) != (payment.amount, payment.currency):
+            raise _Conflict(
+                f"provider charged {result.amount} {result.currency}, "
+                f"attempt is for {payment.amount} {payment.currency}"
+            )
+        target = PaymentStatus.SUCCEEDED
+        changes = {"status": target, "trade_no": result.trade_no, "settled_at": now}
+    else:
+        target = PaymentStatus.FAILED
+        failure = result.decline_reason or (
+            CLOSED_BY_RECONCILIATION if result.status is ChargeStatus.CLOSED else "declined"
+        )
+        changes = {"status": target, "failure_code": failure, "settled_at": now}
+        if result.trade_no:
+            changes["trade_no"] = result.trade_no
+
+    moved = Payment.objects.filter(pk=payment_id, status__in=UNSETTLED_STATUSES).update(
+        updated_at=now, **changes
+    )
+    if not moved:
+        payment.refresh_from_db()
+        if payment.status == target and (
+            target == PaymentStatus.FAILED or payment.trade_no == result.trade_no
+        ):
+            return SettleResult(Settlement.ALREADY_APPLIED, payment)
+        raise _Conflict(f"attempt is {payment.status}, provider says {result.status}")
+
+    if target == PaymentStatus.SUCCEEDED:
+        assert result.trade_no is not None
+        # Unique per order and per trade_no: even a bug above could not book twice.
+        LedgerEntry.objects.create(
+            order_id=payment.order_id,
+            payment_id=payment.pk,
+            trade_no=result.trade_no,
+            amount=payment.amount,
+            currency=payment.currency,
+        )
+        order = Order.objects.get(pk=payment.order_id)
+        try:
+            order.mark_paid(paid_at=result.paid_at or now)
+            order.save(update_fields=["status", "paid_at"])  # WHERE status = 'UNPAID'
+        except (TransitionNotAllowed, ConcurrentTransition) as error:
+            # Cancel and expiry refuse while an attempt is live, so this is a bug
+            # or a manual change: roll the whole settlement back and report it.
+            raise _Conflict(
+                f"order {order.number} is {order.status}, cannot become PAID"
+            ) from error
+    for name, value in changes.items():
+        setattr(payment, name, value)
+    return SettleResult(Settlement.APPLIED, payment)

@@ -1,0 +1,345 @@
+"""The bench's pure parts: statistics, targets, the pgbench script and its output.
+
+No benchmark runs here: no server, no load, no database.
+"""
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import database, harness, pgbench, pgsessions
+from bench.__main__ import parse_options
+from bench.context import Section, SuiteResult
+from bench.markdown import table
+from bench.orders_sql import OrderFixture, order_create_script
+from bench.profiling import Step, attribute, layer_of
+from bench.report import Machine, RunReport, markdown, to_json
+from bench.stats import Metric, Sample, Target, in_window, percentile, ratio, summarize
+
+FIXTURE = OrderFixture(user_id=7, product_id=3, sku="BENCH-1", price=1999, currency="CNY")
+SCRIPT_PATH = Path("bench/out/order-create.sql")
+
+
+def sample(at: float, latency_ms: float, status: int = 201, expected: bool = True) -> Sample:
+    return Sample(finished_at=at, latency_s=latency_ms / 1000, status=status, expected=expected)
+
+
+# --- Statistics -------------------------------------------------------------------------------
+
+
+def test_percentile_is_nearest_rank():
+    values = [float(v) for v in range(1, 101)]  # 1..100
+
+    assert percentile(values, 0.50) == 50
+    assert percentile(values, 0.95) == 95
+    assert percentile(values, 0.99) == 99
+    assert percentile(values, 1.0) == 100
+    assert percentile([4.0], 0.99) == 4.0
+    assert percentile(values, 0.0) == 1
+
+
+def test_percentile_of_nothing_is_nan_and_bad_fractions_are_refused():
+    assert math.isnan(percentile([], 0.5))
+    with pytest.raises(ValueError, match="must be within"):
+        percentile([1.0], 95)
+
+
+def test_only_answers_inside_the_window_count():
+    samples = [sample(0.5, 1), sample(2.0, 1), sample(11.99, 1), sample(12.0, 1)]
+
+    assert [s.finished_at for s in in_window(samples, 2.0, 12.0)] == [2.0, 11.99]
+
+
+def test_summary_counts_only_2xx_as_throughput_and_reports_the_rest():
+    samples = [
+        *(sample(1.0, ms) for ms in (10, 20, 30, 40)),
+        sample(1.0, 5, status=409),
+        sample(1.0, 1, status=0),  # no answer
+        sample(1.0, 50, expected=False),  # a 2xx of the wrong kind
+    ]
+
+    result = summarize(name="n", label="l", samples=samples, seconds=2.0)
+
+    assert result.ok == 5
+    assert result.per_second == 2.5
+    assert (result.non_2xx, result.errors, result.unexpected) == (1, 1, 1)
+    assert result.p50_ms == pytest.approx(30)
+    assert result.p99_ms == pytest.approx(50)
+    assert result.statuses == {"201": 5, "409": 1}
+
+
+def test_summary_of_a_silent_run_has_nan_latencies_and_zero_throughput():
+    result = summarize(name="n", label="l", samples=[sample(1.0, 3, status=500)], seconds=1.0)
+
+    assert result.per_second == 0
+    assert math.isnan(result.p95_ms)
+    with pytest.raises(ValueError, match="longer than zero"):
+        summarize(name="n", label="l", samples=[], seconds=0)
+
+
+def test_ratios_and_verdicts():
+    assert ratio(300, 100) == 3
+    assert math.isnan(ratio(1, 0))
+
+    replay = Target(">=", 2.5)
+    queries = Target("<=", 2)
+    assert Metric("r", "r", 2.5, target=replay).verdict == "PASS"
+    assert Metric("r", "r", 2.49, target=replay).verdict == "MISS"
+    assert Metric("r", "r", math.nan, target=replay).verdict == "MISS"
+    assert Metric("q", "q", 3, target=queries).verdict == "MISS"
+    assert Metric("x", "x", 0.3).verdict == "-"
+    assert str(replay) == ">= 2.5"
+
+
+# --- The raw SQL script ------------------------------------------------------------------------
+
+
+def test_script_runs_the_writes_of_one_order_in_one_transaction_in_the_apps_order():
+    statements = [
+        line.split("(")[0].strip()
+        for line in order_create_script(FIXTURE).splitlines()
+        if re.match(r"(BEGIN|COMMIT|INSERT|UPDATE|SELECT)", line)
+    ]
+
+    assert statements == [
+        "BEGIN;",
+        "INSERT INTO idempotency_idempotencykey",
+        "INSERT INTO orders_order",
+        "UPDATE orders_product SET stock = stock - 1 WHERE id = :product_id AND stock >= 1;",
+        "INSERT INTO orders_orderline",
+        "INSERT INTO orders_inventorymovement",
+        "UPDATE idempotency_idempotencykey",
+        "COMMIT;",
+    ]
+
+
+def test_script_uses_only_variables_it_defines():
+    script = order_create_script(FIXTURE)
+    defined = set(re.findall(r"^\\set (\w+)", script, re.MULTILINE))
+    defined |= {"key_id", "lock_token", "order_id"}  # RETURNING ... \gset
+    # pgbench substitutes ":name" anywhere, string literals included; "::" is a cast.
+    used = set(re.findall(r"(?<!:):([A-Za-z_]\w*)", script))
+
+    assert used == defined
+    assert "\\set user_id 7\n" in script
+    assert "\\set product_id 3\n" in script
+
+
+def test_script_keys_and_numbers_are_unique_per_transaction():
+    script = order_create_script(FIXTURE)
+
+    # (user, key), (user, idempotency_key) and number all derive from the transaction id.
+    assert script.count("'pgbench-' || pg_current_xact_id()") == 2
+    assert script.count("'PGB-' || pg_current_xact_id()") == 3
+    assert "WHERE id = :key_id AND lock_token = :lock_token" in script
+
+
+def test_script_refuses_values_that_would_need_quoting():
+    with pytest.raises(ValueError, match="refusing to embed"):
+        order_create_script(OrderFixture(1, 1, "x'; DROP TABLE orders_order; --", 1, "CNY"))
+
+
+# --- pgbench command and output --------------------------------------------------------------
+
+PGBENCH_OUTPUT = """\
+pgbench (15.20 (Debian 15.20-0+deb12u1))
+transaction type: order-create.sql
+number of transactions actually processed: 11690
+number of failed transactions: 2 (0.017%)
+latency average = 13.688 ms
+initial connection time = 20.352 ms
+tps = 1168.978780 (without initial connection time)
+"""
+
+
+def test_pgbench_output_and_log_are_parsed():
+    assert pgbench.parse_tps(PGBENCH_OUTPUT) == pytest.approx(1168.97878)
+    assert pgbench.parse_failed(PGBENCH_OUTPUT) == 2
+    assert pgbench.parse_log(["0 1 1500 0 1700000000 123", "1 2 failed 0 1700000000 5", ""]) == [
+        0.0015
+    ]
+    with pytest.raises(ValueError, match="no tps line"):
+        pgbench.parse_tps("pgbench: error: connection refused")
+
+
+def test_pgbench_command_is_prepared_no_vacuum_and_time_bounded():
+    plan = pgbench.PgbenchPlan(clients=16, threads=2, seconds=10)
+    url = "postgres://postgres@%2Fsome%2Fsocket/onceshop_bench"
+
+    args = pgbench.command(
+        pgbench="pgbench", url=url, script=SCRIPT_PATH, plan=plan, log_prefix=None
+    )
+
+    assert args[1:] == [
+        "-n",
+        "-M",
+        "prepared",
+        "-c",
+        "16",
+        "-j",
+        "2",
+        "-T",
+        "10",
+        "-f",
+        str(SCRIPT_PATH),
+        "postgresql://postgres@%2Fsome%2Fsocket/onceshop_bench",
+    ]
+
+
+# --- Database URL, server, options -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            "postgres://postgres@127.0.0.1:5432/postgres",
+            "postgres://postgres@127.0.0.1:5432/onceshop_bench",
+        ),
+        (
+            "postgresql://postgres@%2Fwork%2F.var%2Fpg/onceshop?sslmode=disable",
+            "postgresql://postgres@%2Fwork%2F.var%2Fpg/onceshop_bench?sslmode=disable",
+        ),
+    ],
+)
+def test_bench_database_is_on_the_same_server(url, expected):
+    assert database.with_database(url, database.BENCH_DATABASE) == expected
+
+
+def test_the_bench_database_is_never_dropped_from_itself():
+    url = "postgres://u:p@db:5432/onceshop_bench"
+
+    assert database.maintenance_url(url) == "postgres://u:p@db:5432/postgres"
+    assert database.maintenance_url("postgres://u@db/shop") == "postgres://u@db/shop"
+    with pytest.raises(ValueError, match="not a PostgreSQL URL"):
+        database.with_database("sqlite:///db.sqlite3", "x")
+
+
+def test_gunicorn_runs_as_deployed_with_throttling_out_of_the_way():
+    command = harness.gunicorn_command(8123)
+    env = harness.app_env(
+        database_url="postgres://x/onceshop_bench",
+        redis_url="redis://r",
+        overrides={"IDEMPOTENCY_ENABLED": "false"},
+    )
+
+    assert command[1:] == [
+        "config.wsgi:application",
+        "--worker-class",
+        "gthread",
+        "--workers",
+        "2",
+        "--threads",
+        "8",
+        "--bind",
+        "127.0.0.1:8123",
+    ]
+    assert env["IDEMPOTENCY_ENABLED"] == "false"
+    assert env["DEBUG"] == "false"
+    assert int(env["API_THROTTLE_RATE"].split("/")[0]) >= 10**8
+
+
+def test_options_quick_and_bench_seconds():
+    assert parse_options([], {}).measure_s == 10
+    assert parse_options(["--quick"], {}).measure_s == 2
+    assert parse_options([], {"BENCH_SECONDS": "30"}).measure_s == 30
+    assert parse_options(["--suite", "orders"], {}).suites == ("orders",)
+    assert parse_options([], {}).clients == 16
+
+
+# --- Profile attribution and tables -----------------------------------------------------------
+
+
+def frame(function: str, path: str) -> str:
+    return f"{function}\x00{path}\x0042"
+
+
+def test_time_goes_to_the_innermost_frame_outside_the_standard_library():
+    site = "/venv/lib/python3.11/site-packages"
+    stdlib_socket = frame("recv_into", "<built-in>")
+    db_stack = [
+        frame("post", f"{site}/django/test/client.py"),
+        frame("wait", f"{site}/psycopg/x.py"),
+    ]
+    redis_stack = [frame("get", f"{site}/redis/client.py"), stdlib_socket]
+    steps = [Step("wait", "wait", "psycopg/")]
+
+    by_layer, by_step = attribute([(db_stack, 0.003), (redis_stack, 0.001)], steps)
+
+    assert layer_of(db_stack).startswith("PostgreSQL")
+    assert layer_of(redis_stack).startswith("Redis")
+    assert [(s.label[:5], s.share) for s in by_layer] == [("Postg", 0.75), ("Redis", 0.25)]
+    assert [(s.label, s.seconds) for s in by_step] == [("wait", 0.003)]
+
+
+def test_tables_line_up():
+    text = table(["name", "req/s"], [["first", "1.0"], ["replay", "300.5"]])
+
+    assert text.splitlines() == [
+        "| name   | req/s |",
+        "| ------ | ----: |",
+        "| first  |   1.0 |",
+        "| replay | 300.5 |",
+    ]
+
+
+# --- Report --------------------------------------------------------------------------------
+
+
+def test_report_renders_any_suite_and_its_json_has_no_nan():
+    silent = summarize(name="s", label="silent scenario", samples=[], seconds=1.0)
+    suite = SuiteResult(
+        name="demo",
+        title="Demo suite",
+        throughputs=[silent],
+        metrics=[Metric("r", "a ratio", 3.0, "x", Target(">=", 2.5))],
+        sections=[Section("Notes", "- one")],
+    )
+    machine = Machine(
+        date="2026-01-01 00:00 UTC",
+        nproc=2,
+        cpu_model="cpu",
+        memory="1 kB",
+        postgres="PostgreSQL 16",
+        python="CPython 3.11",
+        packages={"django": "5.2"},
+        load_average_before="0.00 0.00 0.00",
+    )
+    run = RunReport(
+        command="python -m bench --quick",
+        options=parse_options(["--quick"], {}),
+        machine=machine,
+        suites=[suite],
+        wall_s=12.0,
+        load_average_after="0.10 0.00 0.00",
+    )
+
+    text = markdown(run)
+    data = json.loads(to_json(run))
+
+    assert "## Demo suite" in text
+    assert "| a ratio | 3.00x | >= 2.5 | PASS    |" in text
+    assert "### Notes\n\n- one" in text
+    assert data["suites"][0]["throughputs"][0]["p50_ms"] is None
+    assert data["suites"][0]["metrics"][0]["value"] == 3.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_cpu_of_a_process_tree_is_read_from_proc():
+    assert harness.tree_cpu_seconds(os.getpid()) > 0
+
+
+def test_database_sessions_are_classified_and_averaged():
+    blocked = ("active", "Lock")
+    running = ("active", None)
+    holding = ("idle in transaction", "Client")
+    idle = ("idle", "Client")
+
+    means = pgsessions.mean_counts([[blocked, blocked, running], [holding, idle, blocked]])
+
+    assert means == {"running": 0.5, "lock wait": 1.5, "idle in transaction": 0.5, "idle": 0.5}
+    assert pgsessions.mean_counts([]) == dict.fromkeys(pgsessions.STATES, 0.0)

@@ -1,0 +1,30 @@
+"""The cost of the pay phases in SQL statements, printed and pinned."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.conftest import new_key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# One pay, as production runs it. Beyond authentication and the key lookup:
+#   phase 1 (BEGIN, insert key, lock order, savepoints, insert payment, move key, COMMIT),
+#   read the attempt before calling the provider (outside any transaction),
+#   phase 2 (BEGIN, read payment, settle: payment UPDATE, ledger INSERT, order
+#   read + conditional UPDATE, read back the order with lines and payments for
+#   the answer, finish key, savepoints, COMMIT).
+PAY_QUERIES = 30
+REPLAY_QUERIES = 2  # authentication + the key lookup
+
+
+def test_pay_query_count_does_not_creep(pay):
+    key = new_key()
+    with CaptureQueriesContext(connection) as first:
+        assert pay(key).status_code == 200
+    with CaptureQueriesContext(connection) as replay:
+        assert pay(key).status_code == 200
+
+    print(f"pay: {len(first)} queries; replay: {len(replay)} queries")
+    assert len(first) == PAY_QUERIES, "\n".join(q["sql"][:100] for q in first)
+    assert len(replay) == REPLAY_QUERIES
