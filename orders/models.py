@@ -148,3 +148,13 @@ class InventoryMovement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.quantity:+d} {self.product_id}"
+
+
+class Shipment(models.Model):
+    """The fulfilment of a PAID order: one per order, whatever the queue redelivers."""
+
+    order = models.OneToOneField(Order, on_delete=models.PROTECT, related_name="shipment")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"shipment of {self.order_id}"

@@ -18,7 +18,7 @@ from orders.errors import (
     SkuExists,
     UnknownSku,
 )
-from orders.models import InventoryMovement, Order, OrderLine, Product
+from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import LIVE_STATUSES, Payment
 
 
@@ -152,3 +152,16 @@ def order_cancel(*, order: Order) -> Order:
             for line in lines
         )
     return order
+
+
+def shipment_create(*, order_id: int) -> Shipment | None:
+    """Ship a PAID order once. Safe to run any number of times (at-least-once tasks).
+
+    The unique order column is the dedupe: a redelivered or doubled task inserts
+    nothing (ON CONFLICT DO NOTHING) and returns the shipment the first one made.
+    """
+    # PAID is a final state, so this read cannot go stale before the insert.
+    if not Order.objects.filter(pk=order_id, status=Order.Status.PAID).exists():
+        return None  # not paid (or gone): nothing to ship, and nothing to retry
+    Shipment.objects.bulk_create([Shipment(order_id=order_id)], ignore_conflicts=True)
+    return Shipment.objects.get(order_id=order_id)

@@ -12,6 +12,7 @@ import enum
 import logging
 import secrets
 from dataclasses import dataclass
+from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
@@ -19,6 +20,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
+from orders.tasks import fulfil_order
 from payments.errors import OrderNotPayable
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
 from payments.providers import ChargeResult, ChargeStatus
@@ -162,6 +164,9 @@ def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
             raise _Conflict(
                 f"order {order.number} is {order.status}, cannot become PAID"
             ) from error
+        # Only after COMMIT: a worker must never look for a PAID order that a
+        # rollback took back. At-least-once: the task is safe to run twice.
+        transaction.on_commit(partial(fulfil_order.delay, order.pk))
     for name, value in changes.items():
         setattr(payment, name, value)
     return SettleResult(Settlement.APPLIED, payment)
