@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "idempotency",
     "orders",
     "payments",
+    "callbacks",
     "sandbox",
 ]
 
@@ -116,6 +117,8 @@ REDIS_URL = os.environ["REDIS_URL"]
 # kombu spells a Unix socket URL differently from redis-py.
 CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
 CELERY_RESULT_BACKEND = None
+# The queue every task goes to (and workers consume); tests use their own.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # At-least-once delivery: a task is acknowledged after it ran, and redelivered if

@@ -7,6 +7,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("auth/token/", obtain_auth_token, name="auth-token"),
     path("", include("orders.urls")),
     path("", include("payments.urls")),
+    path("", include("callbacks.urls")),
     path("", include("idempotency.urls")),
 ]
 

@@ -5,8 +5,11 @@ from payments.providers.base import (
     ChargeStatus,
     Notification,
     NotificationInvalid,
+    NotificationMalformed,
+    NotificationSignatureInvalid,
     PaymentProvider,
     ProviderOutcomeUnknown,
+    WalletStatement,
 )
 
 __all__ = [
@@ -14,8 +17,11 @@ __all__ = [
     "ChargeStatus",
     "Notification",
     "NotificationInvalid",
+    "NotificationMalformed",
+    "NotificationSignatureInvalid",
     "PaymentProvider",
     "ProviderOutcomeUnknown",
+    "WalletStatement",
     "get_provider",
 ]
 

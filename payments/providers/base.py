@@ -29,6 +29,16 @@ class ChargeResult:
 
 
 @dataclass(frozen=True)
+class WalletStatement:
+    """The provider's account of one payer: what the audit compares our books with."""
+
+    payer: str
+    balance: int
+    charged_total: int  # the sum of the payer's successful charges, as the provider keeps it
+    charges: tuple[ChargeResult, ...]
+
+
+@dataclass(frozen=True)
 class Notification:
     """A verified notification: the provider says this attempt settled like this."""
 
@@ -47,11 +57,19 @@ class ProviderOutcomeUnknown(Exception):
 
 
 class NotificationInvalid(Exception):
-    """A notification whose signature, timestamp or body does not check out."""
+    """A notification we must not act on."""
+
+
+class NotificationSignatureInvalid(NotificationInvalid):
+    """Missing, forged or stale signature: the sender is not the provider (or not now)."""
+
+
+class NotificationMalformed(NotificationInvalid):
+    """Signed by the provider, but not a body we can read."""
 
 
 class PaymentProvider(Protocol):
-    """The four things the shop asks of a provider."""
+    """The five things the shop asks of a provider."""
 
     def charge(
         self,
@@ -72,6 +90,13 @@ class PaymentProvider(Protocol):
 
     def close(self, *, out_trade_no: str) -> ChargeResult:
         """Fence the attempt: afterwards it can never succeed. Returns what it became."""
+        ...
+
+    def wallet(self, *, payer: str) -> WalletStatement | None:
+        """The payer's account (balance, total charged, charges), or None if never charged.
+
+        Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
+        """
         ...
 
     def verify_notification(self, *, headers: Mapping[str, str], raw_body: bytes) -> Notification:

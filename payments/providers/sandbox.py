@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import requests
 from django.conf import settings
@@ -24,8 +25,10 @@ from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
     Notification,
-    NotificationInvalid,
+    NotificationMalformed,
+    NotificationSignatureInvalid,
     ProviderOutcomeUnknown,
+    WalletStatement,
 )
 
 T = TypeVar("T")
@@ -170,20 +173,40 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"close answered HTTP {response.status_code}")
         return self._charge_from(response)
 
+    def wallet(self, *, payer: str) -> WalletStatement | None:
+        response = self._call("GET", f"/v1/wallets/{quote(payer, safe='')}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise ProviderOutcomeUnknown(f"wallet answered HTTP {response.status_code}")
+        try:
+            data = response.json()
+            charges = data.get("charges")
+            if not isinstance(charges, list):
+                raise ValueError("charges must be a list")
+            return WalletStatement(
+                payer=_text(data, "payer"),
+                balance=_amount(data, "balance"),
+                charged_total=_amount(data, "charged_total"),
+                charges=tuple(parse_charge(charge) for charge in charges),
+            )
+        except (ValueError, AttributeError) as error:
+            raise ProviderOutcomeUnknown(f"unreadable answer: {error}") from error
+
     # --- notifications -------------------------------------------------------------
 
     def verify_notification(self, *, headers: Mapping[str, str], raw_body: bytes) -> Notification:
         """Check ``Sandbox-Signature`` over the raw bytes first; only then parse them."""
         timestamp, signatures = self._parse_signature_header(headers.get(SIGNATURE_HEADER))
         if abs(time.time() - timestamp) > SIGNATURE_TOLERANCE_S:
-            raise NotificationInvalid("signature timestamp outside the tolerance")
+            raise NotificationSignatureInvalid("signature timestamp outside the tolerance")
         expected = [
             sign(secret=s, timestamp=timestamp, raw_body=raw_body) for s in self.webhook_secrets
         ]
         # Constant-time comparison of every pair: no early exit that leaks timing.
         matches = [hmac.compare_digest(e, given) for e in expected for given in signatures]
         if not any(matches):
-            raise NotificationInvalid("no signature matches")
+            raise NotificationSignatureInvalid("no signature matches")
         try:
             data = json.loads(raw_body)
             return Notification(
@@ -196,12 +219,12 @@ class SandboxProvider:
                 paid_at=_optional(_timestamp, data, "paid_at"),
             )
         except (ValueError, TypeError, AttributeError) as error:
-            raise NotificationInvalid(f"malformed notification: {error}") from error
+            raise NotificationMalformed(f"malformed notification: {error}") from error
 
     @staticmethod
     def _parse_signature_header(raw: str | None) -> tuple[int, list[str]]:
         if not raw:
-            raise NotificationInvalid("missing signature header")
+            raise NotificationSignatureInvalid("missing signature header")
         timestamp: int | None = None
         signatures: list[str] = []
         for part in raw.split(","):
@@ -211,5 +234,5 @@ class SandboxProvider:
             elif name == "v1" and value:
                 signatures.append(value)
         if timestamp is None or not signatures:
-            raise NotificationInvalid("malformed signature header")
+            raise NotificationSignatureInvalid("malformed signature header")
         return timestamp, signatures

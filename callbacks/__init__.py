@@ -1,0 +1,1 @@
+"""Inbound provider notifications: verify, dedupe, apply once, answer the same."""
