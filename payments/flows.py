@@ -23,6 +23,7 @@ from dataclasses import replace
 from functools import partial
 
 from django.conf import settings
+from django.urls import reverse
 
 from idempotency.core import MoveTo, Respond, atomic_phase
 from idempotency.errors import UnknownRecoveryPoint
@@ -39,9 +40,6 @@ from payments.services import (
     payment_settle,
     provider_idempotency_key,
 )
-
-# Where the provider sends its notifications for our charges.
-NOTIFY_PATH = "/api/v1/callbacks/sandbox/"
 
 
 class PayPoint(RecoveryPoint):
@@ -93,7 +91,7 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
             amount=payment.amount,
             currency=payment.currency,
             payer=payment.payer,
-            notify_url=settings.SHOP_BASE_URL + NOTIFY_PATH,
+            notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
             idempotency_key=provider_idempotency_key(payment),
         )
     except ProviderOutcomeUnknown as error:
