@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bench import database, harness, pgbench, pgsessions
+from bench import appserver, database, pgbench, pgsessions
 from bench.__main__ import parse_options
 from bench.context import Section, SuiteResult
 from bench.markdown import table
 from bench.orders_sql import OrderFixture, order_create_script
 from bench.profiling import Step, attribute, layer_of
-from bench.report import Machine, RunReport, markdown, to_json
+from bench.report import Machine, RunReport, markdown, metrics_table, to_json
 from bench.stats import Metric, Sample, Target, in_window, percentile, ratio, summarize
 
 FIXTURE = OrderFixture(user_id=7, product_id=3, sku="BENCH-1", price=1999, currency="CNY")
@@ -220,8 +220,8 @@ def test_the_bench_database_is_never_dropped_from_itself():
 
 
 def test_gunicorn_runs_as_deployed_with_throttling_out_of_the_way():
-    command = harness.gunicorn_command(8123)
-    env = harness.app_env(
+    command = appserver.gunicorn_command(8123)
+    env = appserver.app_env(
         database_url="postgres://x/onceshop_bench",
         redis_url="redis://r",
         overrides={"IDEMPOTENCY_ENABLED": "false"},
@@ -330,7 +330,7 @@ def test_report_renders_any_suite_and_its_json_has_no_nan():
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_cpu_of_a_process_tree_is_read_from_proc():
-    assert harness.tree_cpu_seconds(os.getpid()) > 0
+    assert appserver.tree_cpu_seconds(os.getpid()) > 0
 
 
 def test_database_sessions_are_classified_and_averaged():
@@ -343,3 +343,9 @@ def test_database_sessions_are_classified_and_averaged():
 
     assert means == {"running": 0.5, "lock wait": 1.5, "idle in transaction": 0.5, "idle": 0.5}
     assert pgsessions.mean_counts([]) == dict.fromkeys(pgsessions.STATES, 0.0)
+
+
+def test_a_figure_that_could_not_be_measured_reads_n_a():
+    metric = Metric("r", "a ratio", ratio(1, 0), "x", Target(">=", 2.5))
+
+    assert "| a ratio |   n/a | >= 2.5 | MISS    |" in metrics_table([metric])

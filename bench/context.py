@@ -1,0 +1,80 @@
+"""What every suite receives (options, bench database, bench user) and returns.
+
+A suite is one module exposing ``SUITE = Suite(name, title, run)``; ``run``
+takes a ``BenchContext`` and returns a ``SuiteResult``. The report renders any
+suite's result the same way, so adding a scenario never touches the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.appserver import Server, app_env, gunicorn
+from bench.harness import Drive
+from bench.stats import Metric, Throughput
+
+
+@dataclass(frozen=True)
+class Options:
+    measure_s: float  # measured period of each scenario
+    warmup_s: float  # discarded period before it (connections, caches, JIT-less warm paths)
+    clients: int
+    profile_iterations: int
+    quick: bool
+    suites: tuple[str, ...] = ()  # empty: all registered suites
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    options: Options
+    database_url: str  # the bench database, never the demo's
+    redis_url: str
+    out_dir: Path
+    user_id: int
+    token: str
+
+    @property
+    def drive(self) -> Drive:
+        return Drive(
+            clients=self.options.clients,
+            warmup_s=self.options.warmup_s,
+            measure_s=self.options.measure_s,
+        )
+
+    @contextmanager
+    def server(self, name: str, **env: str) -> Iterator[Server]:
+        """A gunicorn on the bench database, with ``env`` overriding the defaults."""
+        environment = app_env(
+            database_url=self.database_url, redis_url=self.redis_url, overrides=env
+        )
+        with gunicorn(name=name, env=environment, log_dir=self.out_dir) as server:
+            yield server
+
+
+@dataclass(frozen=True)
+class Section:
+    """Free-form findings of a suite (Markdown), e.g. query lists or profile cost centres."""
+
+    title: str
+    markdown: str
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    name: str
+    title: str
+    throughputs: list[Throughput] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A registered group of scenarios (see ``bench/suites.py``)."""
+
+    name: str
+    title: str
+    run: Callable[[BenchContext], SuiteResult]

@@ -1,0 +1,77 @@
+"""The bench's own database: derived from DATABASE_URL, recreated on every run.
+
+The bench never writes to the database the demo or the tests use. It creates
+``onceshop_bench`` on the same PostgreSQL server (a TCP URL or the embedded
+server's Unix-socket URL alike), drops it first if a previous run left it, and
+migrates it with ``manage.py migrate`` like any deployment would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import psycopg
+
+BENCH_DATABASE = "onceshop_bench"
+ROOT = Path(__file__).resolve().parent.parent
+# Migrating an empty database takes seconds; this only stops a hung server from
+# stalling the run forever.
+MIGRATE_TIMEOUT_S = 300
+
+# Schemes dj-database-url accepts for PostgreSQL; libpq (psycopg, pgbench) only
+# knows the first two.
+_POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` with its database name replaced; host, socket, user and options kept."""
+    parts = urlsplit(url)
+    if parts.scheme not in _POSTGRES_SCHEMES:
+        raise ValueError(f"not a PostgreSQL URL: {parts.scheme}://...")
+    return parts._replace(path=f"/{name}").geturl()
+
+
+def database_name(url: str) -> str:
+    return unquote(urlsplit(url).path.lstrip("/"))
+
+
+def libpq_uri(url: str) -> str:
+    """The URL as libpq understands it (``postgresql://``; the socket dir stays percent-encoded)."""
+    return urlsplit(url)._replace(scheme="postgresql").geturl()
+
+
+def maintenance_url(url: str) -> str:
+    """Where to connect to drop and create the bench database (never the bench database)."""
+    return with_database(url, "postgres") if database_name(url) == BENCH_DATABASE else url
+
+
+def recreate(server_url: str) -> str:
+    """Drop and create the bench database on ``server_url``'s server; return its URL."""
+    with psycopg.connect(libpq_uri(maintenance_url(server_url)), autocommit=True) as conn:
+        # FORCE: a gunicorn left over from an interrupted run must not block the drop.
+        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
+    return with_database(server_url, BENCH_DATABASE)
+
+
+def migrate(bench_url: str) -> None:
+    """Run ``manage.py migrate`` against the bench database."""
+    env = {**os.environ, "DATABASE_URL": bench_url}
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=MIGRATE_TIMEOUT_S,
+    )
+
+
+def server_version(url: str) -> str:
+    """The server's ``version()`` string, for the report."""
+    with psycopg.connect(libpq_uri(url)) as conn:
+        row = conn.execute("SELECT version()").fetchone()
+    return str(row[0]) if row else "unknown"

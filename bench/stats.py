@@ -1,0 +1,140 @@
+"""Pure arithmetic of the bench: percentiles, throughput summaries, targets.
+
+Nothing here touches a process, a socket or a database, so the unit tests in
+``tests/bench/test_harness.py`` check it directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One answered (or failed) request, as the load generator saw it."""
+
+    finished_at: float  # time.monotonic() when the answer was read
+    latency_s: float
+    status: int  # HTTP status; 0 when the request failed without an answer
+    expected: bool = True  # False when a 2xx answer was not the kind the scenario expects
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A scenario's figures over its measured window."""
+
+    name: str
+    label: str
+    seconds: float
+    per_second: float  # successful (2xx) requests, or transactions for pgbench
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    ok: int
+    non_2xx: int = 0
+    errors: int = 0  # no answer at all: connection reset, timeout
+    unexpected: int = 0  # 2xx, but not what the scenario expects (e.g. not a replay)
+    connections: int = 0  # TCP connections the clients opened (keep-alive: one each)
+    # CPU used, in cores (1.0 = one core busy all the time), averaged over the run:
+    # by the app server's processes, and by the load generator, which on a small
+    # machine competes with the server for the same CPUs.
+    server_cpu: float = math.nan
+    client_cpu: float = math.nan
+    # Mean number of database sessions per state (see bench/pgsessions.py).
+    pg_sessions: dict[str, float] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile of already sorted values (``fraction`` in 0..1).
+
+    Nearest rank returns a value that was actually observed; NaN when empty.
+    """
+    if not sorted_values:
+        return math.nan
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be within 0..1, not {fraction}")
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def in_window(samples: Iterable[Sample], start: float, end: float) -> list[Sample]:
+    """The samples answered inside [start, end): warm-up and stragglers are dropped."""
+    return [sample for sample in samples if start <= sample.finished_at < end]
+
+
+def summarize(*, name: str, label: str, samples: Sequence[Sample], seconds: float) -> Throughput:
+    """Throughput and latency percentiles of the successful requests in ``samples``.
+
+    Only 2xx answers count as successes and enter the percentiles; other
+    answers and failures are counted separately so they cannot flatter a figure.
+    """
+    if seconds <= 0:
+        raise ValueError("the measured window must be longer than zero")
+    good = sorted(sample.latency_s for sample in samples if 200 <= sample.status < 300)
+    statuses = Counter(str(sample.status) for sample in samples if sample.status)
+    return Throughput(
+        name=name,
+        label=label,
+        seconds=seconds,
+        per_second=len(good) / seconds,
+        p50_ms=percentile(good, 0.50) * 1000,
+        p95_ms=percentile(good, 0.95) * 1000,
+        p99_ms=percentile(good, 0.99) * 1000,
+        ok=len(good),
+        non_2xx=sum(1 for sample in samples if sample.status and not 200 <= sample.status < 300),
+        errors=sum(1 for sample in samples if sample.status == 0),
+        unexpected=sum(
+            1 for sample in samples if 200 <= sample.status < 300 and not sample.expected
+        ),
+        statuses=dict(sorted(statuses.items())),
+    )
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``; NaN instead of an exception when nothing was measured."""
+    if denominator == 0 or math.isnan(denominator) or math.isnan(numerator):
+        return math.nan
+    return numerator / denominator
+
+
+@dataclass(frozen=True)
+class Target:
+    """A bound a metric should respect: ``value >= bound`` or ``value <= bound``."""
+
+    op: Literal[">=", "<="]
+    bound: float
+
+    def met_by(self, value: float) -> bool:
+        if math.isnan(value):
+            return False
+        return value >= self.bound if self.op == ">=" else value <= self.bound
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.bound:g}"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A derived figure (a ratio, a query count) with an optional target.
+
+    The bench reports PASS or MISS against the target but never fails because
+    of it: a benchmark informs, the test suite asserts.
+    """
+
+    name: str
+    label: str
+    value: float
+    unit: str = ""
+    target: Target | None = None
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.target is None:
+            return "-"
+        return "PASS" if self.target.met_by(self.value) else "MISS"
