@@ -93,9 +93,7 @@ def order_create(
                 amount=sum(product.price * quantities[product.sku] for product in products),
                 currency=products[0].currency,
             )
-            for product in products:
-                _reserve(product=product, quantity=quantities[product.sku])
-            OrderLine.objects.bulk_create(
+            order_lines = OrderLine.objects.bulk_create(
                 OrderLine(
                     order=order,
                     product=product,
@@ -114,11 +112,20 @@ def order_create(
                 )
                 for product in products
             )
+            # Stock last: from the first reservation until COMMIT the product rows
+            # stay locked, and every order of a popular product waits on them. The
+            # fewer statements after this point, the shorter everyone waits.
+            for product in products:
+                _reserve(product=product, quantity=quantities[product.sku])
     except IntegrityError as error:
         if _violated_constraint(error) != "order_one_per_user_key":
             raise
         existing = Order.objects.get(user_id=user_id, idempotency_key=idempotency_key)
         raise OrderKeyReused(order=existing.number) from error
+    # Hand the rows we just wrote to whoever renders the order (the answer is
+    # built inside the transaction, under the stock locks): reading them back
+    # would cost two queries, and a new order has no payments.
+    order._prefetched_objects_cache = {"lines": order_lines, "payments": []}
     return order
 
 

@@ -3,13 +3,15 @@
 The rows for an unknown provider outcome live with the payment tests.
 """
 
+import time
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
-from rest_framework.throttling import UserRateThrottle
 
+from config.throttling import UserRateThrottle
 from idempotency.core import fingerprint
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders import services as order_services
@@ -86,7 +88,8 @@ def test_forbidden_is_403_and_not_stored(user, product):
 
 def test_throttled_is_429_and_not_stored(create_order, user, monkeypatch):
     monkeypatch.setattr(UserRateThrottle, "rate", "1/hour", raising=False)
-    UserRateThrottle().cache.delete(f"throttle_user_{user.pk}")
+    # A fresh window for this user (ids repeat across test runs; Redis outlives them).
+    cache.delete_many([f"throttle:user:{user.pk}:{int(time.time() // 3600)}"])
     first = create_order(key=new_key())
 
     second = create_order(key=(throttled_key := new_key()))

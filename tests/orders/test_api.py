@@ -257,11 +257,10 @@ def test_header_over_255_characters_and_non_ascii_key_are_400(create_order):
 
 # First-time creation of a one-line order, as production runs it (the request's
 # transactions are real, not savepoints of a test transaction): authentication,
-# key lookup, then BEGIN, insert key, product lookup, order, stock, line,
-# movement, lines and payments read back for the answer, key update, COMMIT,
-# and the two savepoints (4 statements) that let a business error be stored
-# while its writes roll back.
-ORDER_CREATE_QUERIES = 17
+# key lookup, then BEGIN, insert key, product lookup, order, line, movement,
+# stock, key update, COMMIT, and the two savepoints (4 statements) that let a
+# business error be stored while its writes roll back.
+ORDER_CREATE_QUERIES = 15
 
 
 @pytest.mark.django_db(transaction=True)
