@@ -19,10 +19,10 @@ from rest_framework.test import APIClient
 from config.celery import app as celery_app
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
+from tests.workers import TEST_QUEUE, Worker, start_worker
 
-# Tasks sent by tests go to their own queue on the real broker, emptied before and
-# after the run, so no stale message ever reaches a worker a test starts.
-TEST_QUEUE = "onceshop-tests"
+# Tasks sent by tests go to their own queue on the real broker (TEST_QUEUE), emptied
+# before and after the run, so no stale message ever reaches a worker a test starts.
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -169,3 +169,9 @@ def wallet(sandbox: str) -> Callable[[User], dict[str, Any]]:
         return response.json()
 
     return read
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup: Any) -> Iterator[Worker]:
+    """A real Celery worker process consuming TEST_QUEUE, for this test module."""
+    yield from start_worker()

@@ -1,4 +1,6 @@
-"""A real Celery worker (prefork, acks_late) consuming the tests' queue on the real Redis."""
+"""A real Celery worker (prefork, acks_late) consuming the tests' queue on the real Redis.
+
+The `worker` fixture (module scope) lives in tests/conftest.py."""
 
 import os
 import subprocess
@@ -9,14 +11,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil
-import pytest
 import redis
 from django.conf import settings
 
-from tests.conftest import TEST_QUEUE
 from tests.processes import ROOT, test_database_url
 
 WORKER_START_TIMEOUT_S = 60
+# The tests' own queue on the real broker: nothing else publishes to it or reads it.
+TEST_QUEUE = "onceshop-tests"
 
 
 class Worker:
@@ -53,8 +55,8 @@ class Worker:
         return psutil.Process(self.process.pid).children()
 
 
-@pytest.fixture(scope="module")
-def worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Worker]:
+def start_worker() -> Iterator[Worker]:
+    """Start a worker on the test database; stop it (and empty its queue) afterwards."""
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.delete(TEST_QUEUE)  # no stale message from earlier tests reaches this worker
     env = {
