@@ -4,6 +4,7 @@ The rows for an unknown provider outcome live with the payment tests.
 """
 
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -150,8 +151,8 @@ def test_same_key_same_body_after_finish_replays_status_body_and_location(create
     assert Order.objects.count() == 1
 
 
-def test_same_key_while_in_flight_is_409_with_retry_after(create_order, user, product):
-    # Given a request holding the key's lock right now (committed, not finished)
+def plant_locked_record(user, product, *, locked_at) -> str:
+    """A committed, unfinished order-creation record whose lock was taken at ``locked_at``."""
     key = new_key()
     body = {"lines": [{"sku": product.sku, "quantity": 1}]}
     IdempotencyKey.objects.create(
@@ -160,10 +161,16 @@ def test_same_key_while_in_flight_is_409_with_retry_after(create_order, user, pr
         fingerprint=fingerprint(method="POST", path=ORDERS, body=body),
         method="POST",
         path=ORDERS,
-        lock_token="00000000-0000-4000-8000-000000000001",
-        locked_at=timezone.now(),
-        created_at=timezone.now(),
+        lock_token=uuid.uuid4(),
+        locked_at=locked_at,
+        created_at=locked_at,
     )
+    return key
+
+
+def test_same_key_while_in_flight_is_409_with_retry_after(create_order, user, product):
+    # Given a request holding the key's lock right now (committed, not finished)
+    key = plant_locked_record(user, product, locked_at=timezone.now())
 
     # When the same request arrives again
     response = create_order(key=key)
@@ -256,19 +263,8 @@ def test_sf_string_and_bare_token_are_the_same_key(create_order):
 
 def test_abandoned_lock_is_taken_over_by_a_retry(create_order, user, product, settings):
     # Given a request that took the key and died without finishing
-    key = new_key()
-    body = {"lines": [{"sku": product.sku, "quantity": 1}]}
     abandoned_at = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT + 1)
-    IdempotencyKey.objects.create(
-        user=user,
-        key=key,
-        fingerprint=fingerprint(method="POST", path=ORDERS, body=body),
-        method="POST",
-        path=ORDERS,
-        lock_token="00000000-0000-4000-8000-000000000002",
-        locked_at=abandoned_at,
-        created_at=abandoned_at,
-    )
+    key = plant_locked_record(user, product, locked_at=abandoned_at)
 
     # When the client retries after the lock timeout
     response = create_order(key=key)
