@@ -295,3 +295,19 @@ def test_a_huge_body_is_413(payment):
 
     assert response.status_code == 413
     assert_nothing_applied(payment)
+
+
+@pytest.mark.django_db
+def test_a_refused_attempt_is_logged_without_its_signature(payment, caplog):
+    body = body_for(payment)
+    raw = json.dumps(body).encode()
+    forged = f"t={int(time.time())},v1={'ab' * 32}"
+
+    with caplog.at_level("WARNING", logger="callbacks.api"):
+        notify(body, header=forged, raw=raw)
+
+    (record,) = [r for r in caplog.records if r.name == "callbacks.api"]
+    assert "notification refused" in record.getMessage()
+    assert str(len(raw)) in record.getMessage()
+    assert "ab" * 32 not in record.getMessage()
+    assert settings.SANDBOX_WEBHOOK_SECRET not in record.getMessage()
