@@ -115,6 +115,10 @@ def payment_settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
 
 def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
     payment = Payment.objects.get(pk=payment_id)
+    # Locks in the one order every writer takes them — the order row, then its
+    # payment — so a settlement never deadlocks with a concurrent pay or cancel of
+    # the same order (payment_create and order_cancel lock the order first too).
+    order = Order.objects.select_for_update().get(pk=payment.order_id)
     now = timezone.now()
     if result.status is ChargeStatus.SUCCESS:
         if (result.amount, result.currency) != (payment.amount, payment.currency):
@@ -154,7 +158,6 @@ def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
             amount=payment.amount,
             currency=payment.currency,
         )
-        order = Order.objects.get(pk=payment.order_id)
         try:
             order.mark_paid(paid_at=result.paid_at or now)
             order.save(update_fields=["status", "paid_at"])  # WHERE status = 'UNPAID'
