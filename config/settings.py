@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "idempotency",
     "orders",
     "payments",
+    "reconcile",
     "callbacks",
     "sandbox",
 ]
@@ -131,7 +132,51 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# --- Reconciliation (reconcile/): beat's periodic work and its timings -------------
+# How old an unsettled payment must be before the reconciler asks the provider: far
+# above PROVIDER_TIMEOUT_S, so a request still waiting on its answer is never
+# overtaken, and long enough for a client's same-key retry after a 503.
+RECONCILE_AFTER_S = env_int("RECONCILE_AFTER_S", 60)
+# A claimed attempt is leased for this long: other reconcilers skip it meanwhile. It
+# covers a whole batch even if every provider call in it times out; running past it
+# is harmless (settling is conditional), it only lets a second runner repeat work.
+RECONCILE_LEASE_S = env_int("RECONCILE_LEASE_S", 600)
+# First retry after the provider could not be reached; doubles on every failure.
+RECONCILE_BACKOFF_BASE_S = env_int("RECONCILE_BACKOFF_BASE_S", 30)
+# Never wait longer than this between tries: an outage of hours is still retried
+# hourly, and the audit keeps showing the attempt meanwhile.
+RECONCILE_BACKOFF_CAP_S = env_int("RECONCILE_BACKOFF_CAP_S", 3600)
+# A pass stops taking new work after this long, so a task ends well inside
+# CELERY_TASK_TIME_LIMIT; what is left waits for the next beat.
+RECONCILE_PASS_BUDGET_S = env_int("RECONCILE_PASS_BUDGET_S", 240)
+# The single-runner lock outlives the longest pass (the task's hard time limit) with
+# a margin, so it never expires under a live runner; a killed runner's lock frees
+# itself after this long.
+RECONCILE_LOCK_TTL_S = env_int("RECONCILE_LOCK_TTL_S", CELERY_TASK_TIME_LIMIT + 60)
+# The fulfil sweep ships PAID orders only after this long without a shipment: the
+# on-commit task normally does it within seconds; the sweep covers a lost message.
+FULFIL_SWEEP_AFTER_S = env_int("FULFIL_SWEEP_AFTER_S", 120)
+
+
+def _every(seconds: float, task: str) -> dict[str, object]:
+    # `expires`: a tick nobody ran before the next one is dropped, so a stopped worker
+    # does not come back to a backlog of identical passes.
+    return {"task": task, "schedule": seconds, "options": {"expires": seconds}}
+
+
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    # Half of RECONCILE_AFTER_S: an unknown payment waits at most ~1.5x that.
+    "reconcile-payments": _every(30.0, "reconcile.tasks.reconcile_payments"),
+    # Same pace: a request abandoned after its payment settled is answered soon.
+    "complete-abandoned-requests": _every(30.0, "reconcile.tasks.complete_abandoned_requests"),
+    # ORDER_TTL_S is 15 minutes; a minute late is close enough to give stock back.
+    "expire-unpaid-orders": _every(60.0, "reconcile.tasks.expire_unpaid_orders"),
+    # Hourly: records are kept 24 h, so they leave at most ~4 % late.
+    "reap-idempotency-keys": _every(3600.0, "idempotency.tasks.reap_idempotency_keys"),
+    # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
+    "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
+}
 
 # --- Auth, i18n, static -----------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -20,6 +20,8 @@ phases leaves the record at the last committed point, and a retry with the
 same key (or the completer) resumes from there.
 
 ``execute`` is the entry point the HTTP layer calls. It knows nothing of HTTP.
+``acquire_abandoned`` and ``resume`` are the completer's way in (reconcile/):
+the same lock and the same flow as a client retry, without a request.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -47,10 +49,13 @@ __all__ = [
     "NoOp",
     "RecoveryPoint",
     "Respond",
+    "acquire_abandoned",
     "atomic_phase",
     "canonical_json",
     "execute",
     "fingerprint",
+    "release",
+    "resume",
     "single_phase",
 ]
 
@@ -163,24 +168,32 @@ def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
     if record.is_finished:
         return record
 
-    # Unfinished: take the lock if nobody holds it, or if its holder is presumed
-    # dead (lock older than IDEMPOTENCY_LOCK_TIMEOUT). A conditional UPDATE, so of
-    # two retries racing for an abandoned lock exactly one wins.
-    stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
-    token = uuid.uuid4()
-    taken = (
-        IdempotencyKey.objects.filter(pk=record.pk)
-        .exclude(recovery_point=RecoveryPoint.FINISHED)
-        .filter(Q(locked_at__isnull=True) | Q(locked_at__lt=stale_before))
-        .update(lock_token=token, locked_at=now)
-    )
-    if not taken:
+    token = _take_lock(record_id=record.pk, now=now)
+    if token is None:
         record.refresh_from_db()
         if record.is_finished:  # it finished between our read and our update
             return record
         raise IdempotencyKeyInUse()
     record.lock_token, record.locked_at = token, now
     return record
+
+
+def _take_lock(*, record_id: int, now: datetime) -> uuid.UUID | None:
+    """Lock an unfinished record if nobody holds it, or if its holder is presumed dead.
+
+    Presumed dead = lock older than IDEMPOTENCY_LOCK_TIMEOUT. One conditional
+    UPDATE, so of two retries (or a retry and the completer) racing for an
+    abandoned lock exactly one wins. Returns the new token, or None if we lost.
+    """
+    stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
+    token = uuid.uuid4()
+    taken = (
+        IdempotencyKey.objects.filter(pk=record_id)
+        .exclude(recovery_point=RecoveryPoint.FINISHED)
+        .filter(Q(locked_at__isnull=True) | Q(locked_at__lt=stale_before))
+        .update(lock_token=token, locked_at=now)
+    )
+    return token if taken else None
 
 
 def _release(record: IdempotencyKey) -> None:
@@ -307,6 +320,53 @@ def execute(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Outc
         if not record.is_finished:
             raise RuntimeError(f"flow returned at recovery point {record.recovery_point!r}")
         return _outcome(record, replayed=False)
+
+
+# --- Entry points for background work (the completer) ------------------------------
+
+
+def acquire_abandoned(*, record_id: int) -> IdempotencyKey | None:
+    """Lock an unfinished record that no live request holds, for the completer.
+
+    The same conditional UPDATE as a client retry takes (``_take_lock``): the
+    lock must be free or older than IDEMPOTENCY_LOCK_TIMEOUT, and of everyone
+    racing for it exactly one wins. None when the record is finished, gone, or
+    held by a request that is still alive: the caller leaves it alone.
+
+    The returned record carries the new token, so every phase the caller runs
+    through ``resume`` commits only while it still holds the lock.
+    """
+    token = _take_lock(record_id=record_id, now=timezone.now())
+    if token is None:
+        return None
+    # Read after locking: no phase of anyone else can commit from now on (each is
+    # fenced on its own token), so what we read is where the request stands.
+    return IdempotencyKey.objects.filter(pk=record_id, lock_token=token).first()
+
+
+def resume(record: IdempotencyKey, flow: Callable[[IdempotencyKey], None]) -> None:
+    """Run ``flow`` on a record taken with ``acquire_abandoned``, as a retry would.
+
+    Exactly ``execute``'s handling, minus the HTTP-facing parts: if the flow
+    raises, the lock is released (the recovery point stays as committed) and the
+    exception propagates; if a client retry took the record over meanwhile,
+    ``IdempotencyKeyInUse``. On return the record is finished.
+    """
+    try:
+        flow(record)
+    except _LockLost as error:
+        raise IdempotencyKeyInUse("The record was taken over by a retry.") from error
+    except BaseException:
+        _release(record)
+        raise
+    if not record.is_finished:
+        _release(record)
+        raise RuntimeError(f"flow returned at recovery point {record.recovery_point!r}")
+
+
+def release(record: IdempotencyKey) -> None:
+    """Give back a lock taken with ``acquire_abandoned`` without running anything."""
+    _release(record)
 
 
 def _outcome(record: IdempotencyKey, *, replayed: bool) -> Outcome:

@@ -41,6 +41,13 @@ class Payment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     settled_at = models.DateTimeField(null=True, blank=True)
+    # Reconciliation bookkeeping (reconcile/services/payments.py), never business
+    # state. How many times the provider could not be reached about this attempt:
+    # drives the exponential backoff.
+    reconcile_attempts = models.PositiveIntegerField(default=0)
+    # Not before this time: a reconciler's lease while it works on the attempt, or
+    # the next try after the provider was unreachable. NULL: due as soon as it is old.
+    next_reconcile_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -1,0 +1,98 @@
+"""The single-runner lock: at most one pass of each kind at a time, across processes.
+
+Two beats (a deploy that briefly runs two), or beat and a manual
+``manage.py reconcile --once``, would otherwise run the same pass side by side.
+The lock is one Redis key per job:
+
+- taken with ``SET key token NX PX ttl``: atomic, so of two runners exactly one
+  gets it, and it expires by itself if its holder dies;
+- given back with a Lua compare-and-delete, so a runner whose lock already
+  expired (and was taken by the next runner) cannot delete the new holder's
+  lock. ``GET`` then ``DEL`` from Python would have exactly that race.
+
+A lock is not idempotency: it can expire under a runner that stalls past its
+TTL. The row claims in the services (``FOR UPDATE SKIP LOCKED``, leases,
+conditional updates) are what make an overlap harmless; the lock only keeps
+runners from wasting work on each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+
+# Deletes the key only if it still holds our token; returns 1 if it did, else 0.
+# One script, so the compare and the delete are one atomic step inside Redis.
+RELEASE_SCRIPT = """
+if redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("del", KEYS[1])
+end
+return 0
+"""
+
+# 128 random bits: no other runner can guess (or by chance hold) the same token.
+TOKEN_BYTES = 16
+
+
+@dataclass(frozen=True)
+class RunnerLock:
+    """A lock we hold: its Redis key and the token that proves it is ours."""
+
+    key: str
+    token: str
+
+
+@functools.cache
+def _client(url: str) -> redis.Redis:
+    # One client (and connection pool) per process and URL; redis-py's client is
+    # thread-safe, so the beat's and the command's threads share it.
+    return redis.Redis.from_url(url)
+
+
+def _redis() -> redis.Redis:
+    return _client(settings.REDIS_URL)
+
+
+def lock_key(name: str) -> str:
+    """The Redis key of job ``name``.
+
+    Scoped by database name: two shops (or two test runs) sharing one Redis guard
+    different tables, and must not keep each other from running.
+    """
+    database = settings.DATABASES["default"]["NAME"]
+    return f"onceshop:{database}:runner:{name}"
+
+
+def lock_acquire(*, name: str, ttl_s: float | None = None) -> RunnerLock | None:
+    """Take the lock of job ``name`` for ``ttl_s`` (RECONCILE_LOCK_TTL_S); None if held."""
+    ttl = settings.RECONCILE_LOCK_TTL_S if ttl_s is None else ttl_s
+    lock = RunnerLock(key=lock_key(name), token=secrets.token_hex(TOKEN_BYTES))
+    taken = _redis().set(lock.key, lock.token, nx=True, px=max(1, round(ttl * 1000)))
+    return lock if taken else None
+
+
+def lock_release(*, lock: RunnerLock) -> bool:
+    """Give the lock back if it is still ours. False: it expired (and maybe moved on)."""
+    released = _redis().eval(RELEASE_SCRIPT, 1, lock.key, lock.token)
+    return bool(released)
+
+
+@contextmanager
+def single_runner(*, name: str, ttl_s: float | None = None) -> Iterator[bool]:
+    """``with single_runner(name=...) as mine:`` run the job only if ``mine``.
+
+    Released on the way out whatever happens (an exception, Ctrl-C); if the
+    process dies instead, the TTL frees the lock.
+    """
+    lock = lock_acquire(name=name, ttl_s=ttl_s)
+    try:
+        yield lock is not None
+    finally:
+        if lock is not None:
+            lock_release(lock=lock)

@@ -1,0 +1,164 @@
+"""Finish requests their clients abandoned, through the same phases a retry would run.
+
+A request whose client never came back (it crashed, it gave up after a 503, it
+was killed mid-phase) leaves its record unfinished. The completer takes such a
+record when no live request holds it (lock free, or older than
+IDEMPOTENCY_LOCK_TIMEOUT: ``idempotency.core.acquire_abandoned``, the same
+conditional UPDATE a retry uses) and runs the endpoint's flow from the
+record's recovery point (``idempotency.core.resume``). Nothing is written by
+hand: the stored answer is the one the flow produces, exactly what the client
+would have got, and what its retry with the same key now replays.
+
+What it will not do is decide a payment. A record at ``payment_created`` whose
+attempt is still unsettled is left to the reconciler: running the flow would
+call the provider's charge, and a background job must not start charging a
+customer who walked away. The reconciler settles the attempt (query, or fence
+and fail) and then calls ``record_complete`` for its record.
+
+A record at ``started`` holds no committed effect (the first phase inserts the
+record together with its business rows), so there is nothing to finish and
+nothing to infer: its lock is released and it is reported, never guessed at.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+
+from django.conf import settings
+from django.urls import Resolver404, resolve
+from django.utils import timezone
+
+from idempotency.core import acquire_abandoned, release, resume
+from idempotency.errors import IdempotencyKeyInUse
+from idempotency.models import IdempotencyKey, RecoveryPoint
+from payments.errors import PaymentOutcomeUnknown
+from payments.flows import PayPoint, order_pay_flow
+from payments.models import UNSETTLED_STATUSES, Payment
+from payments.providers import PaymentProvider, get_provider
+from reconcile.selectors import PAYMENT_RESOURCE, records_abandoned
+
+logger = logging.getLogger(__name__)
+
+# Records examined per read. Unfinished records are few (requests in flight and
+# the rare abandoned one), so this mostly bounds one query's result, not the pass.
+BATCH_SIZE = 100
+
+
+class Completion(enum.Enum):
+    """What the completer did with one record."""
+
+    FINISHED = "finished"  # driven to the end: its stored answer now replays
+    BUSY = "busy"  # a live request holds it, or it finished meanwhile: not ours
+    AWAITING_PAYMENT = "awaiting_payment"  # its attempt is unsettled: the reconciler's turn
+    UNRESOLVED = "unresolved"  # the flow could not finish (outcome unknown): released
+    STARTED = "started"  # nothing committed to resume from: released and reported
+    UNSUPPORTED = "unsupported"  # a route or state the completer does not know: reported
+    ERROR = "error"  # the flow failed unexpectedly: logged, released, tried next pass
+
+
+@dataclass(frozen=True)
+class CompleteCounts:
+    """What one completer pass did, by outcome."""
+
+    examined: int = 0
+    finished: int = 0
+    busy: int = 0
+    awaiting_payment: int = 0
+    unresolved: int = 0
+    started: int = 0
+    unsupported: int = 0
+    error: int = 0
+
+
+def _complete_pay(record: IdempotencyKey, provider: PaymentProvider) -> Completion:
+    """``POST /api/v1/orders/<number>/pay/`` at ``payment_created``: finish it if settled."""
+    payment = None
+    if record.recovery_point == PayPoint.PAYMENT_CREATED and (
+        record.resource_type == PAYMENT_RESOURCE and record.resource_id is not None
+    ):
+        payment = Payment.objects.select_related("order").filter(pk=record.resource_id).first()
+    if payment is None:
+        release(record)
+        logger.error("record %s: pay request without its payment attempt", record.pk)
+        return Completion.UNSUPPORTED
+    # Settled is final, so this read cannot go stale before the flow reads it again.
+    if payment.status in UNSETTLED_STATUSES:
+        release(record)
+        return Completion.AWAITING_PAYMENT
+    flow = partial(
+        order_pay_flow,
+        user_id=record.user_id,
+        # The flow's first phase would use it; at payment_created it is informative.
+        order_number=payment.order.number,
+        provider=provider,
+    )
+    try:
+        resume(record, flow)  # the provider is not called: the attempt is settled
+    except PaymentOutcomeUnknown:
+        return Completion.UNRESOLVED  # resume released the lock
+    return Completion.FINISHED
+
+
+# Route name (urls.py) and method -> how to finish a request of that endpoint.
+# Order creation and cancellation are single-phase: never unfinished past `started`.
+_COMPLETERS: dict[tuple[str, str], Callable[[IdempotencyKey, PaymentProvider], Completion]] = {
+    ("POST", "order-pay"): _complete_pay,
+}
+
+
+def _completer_for(record: IdempotencyKey) -> Callable[..., Completion] | None:
+    try:
+        route = resolve(record.path).url_name or ""
+    except Resolver404:
+        return None
+    return _COMPLETERS.get((record.method.upper(), route))
+
+
+def record_complete(*, record_id: int, provider: PaymentProvider | None = None) -> Completion:
+    """Drive one abandoned record to its end, or leave it (released) and say why."""
+    record = acquire_abandoned(record_id=record_id)
+    if record is None:
+        return Completion.BUSY
+    if record.recovery_point == RecoveryPoint.STARTED:
+        release(record)
+        logger.warning("record %s (%s %s) left at started", record.pk, record.method, record.path)
+        return Completion.STARTED
+    completer = _completer_for(record)
+    if completer is None:
+        release(record)
+        logger.error("record %s: no completer for %s %s", record.pk, record.method, record.path)
+        return Completion.UNSUPPORTED
+    try:
+        return completer(record, provider or get_provider())
+    except IdempotencyKeyInUse:
+        return Completion.BUSY  # a client retry took it over: it will finish it
+    except Exception:
+        # The record stays where it was committed. Releasing twice is harmless (the
+        # release is fenced on our token), so release whether or not resume did.
+        release(record)
+        logger.exception("record %s: completion failed", record.pk)
+        return Completion.ERROR
+
+
+def run_once(
+    *, provider: PaymentProvider | None = None, batch_size: int = BATCH_SIZE
+) -> CompleteCounts:
+    """Try every abandoned record once."""
+    provider = provider or get_provider()
+    stale_before = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
+    counts: Counter[str] = Counter()
+    after_id = 0
+    while batch := records_abandoned(
+        stale_before=stale_before, after_id=after_id, limit=batch_size
+    ):
+        after_id = batch[-1]
+        for record_id in batch:
+            counts["examined"] += 1
+            counts[record_complete(record_id=record_id, provider=provider).value] += 1
+    return CompleteCounts(**counts)

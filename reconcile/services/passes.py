@@ -1,0 +1,55 @@
+"""Run the periodic jobs, each under its single-runner lock.
+
+A job is one ``run_once()``; a pass is all of them in a sensible order:
+
+1. reconcile payments: settle what is unknown, finish the requests behind them;
+2. complete abandoned requests whose attempt was settled some other way;
+3. expire unpaid orders (after 1, an attempt that was failed frees its order);
+4. reap idempotency records past their retention window;
+5. fulfil: ship PAID orders that have no shipment (after 1 rolled some forward).
+
+Beat runs each job as its own task at its own pace (config/settings.py);
+``manage.py reconcile --once`` runs the whole pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from idempotency.services import idempotency_key_reap
+from reconcile.locks import single_runner
+from reconcile.services import completion, expiry, fulfilment, payments
+
+
+@dataclass(frozen=True)
+class Job:
+    """A periodic job: its lock name and its ``run_once``."""
+
+    name: str
+    run_once: Callable[[], Any]
+
+
+RECONCILE_PAYMENTS = Job("reconcile-payments", payments.run_once)
+COMPLETE_REQUESTS = Job("complete-requests", completion.run_once)
+EXPIRE_ORDERS = Job("expire-orders", expiry.run_once)
+REAP_KEYS = Job("reap-keys", idempotency_key_reap)
+FULFIL_ORDERS = Job("fulfil-orders", fulfilment.run_once)
+
+# The order of a pass (see the module docstring for why).
+JOBS = [RECONCILE_PAYMENTS, COMPLETE_REQUESTS, EXPIRE_ORDERS, REAP_KEYS, FULFIL_ORDERS]
+
+
+def job_run(job: Job) -> dict[str, Any] | None:
+    """Run ``job`` if no other runner is running it; its counts, or None if skipped."""
+    with single_runner(name=job.name) as mine:
+        if not mine:
+            return None
+        return dataclasses.asdict(job.run_once())
+
+
+def pass_run_once() -> dict[str, dict[str, Any] | None]:
+    """One pass of every job, in order: job name -> its counts (None: another runner had it)."""
+    return {job.name: job_run(job) for job in JOBS}
