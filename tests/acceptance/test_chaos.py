@@ -143,8 +143,11 @@ def test_chaos_ends_with_balanced_books(worker, fault, wallet, settings):
             break
     pass_run_once()  # finish the records the last settlements left
     paid = Order.objects.filter(status="PAID")
-    worker.wait_for(lambda: Shipment.objects.count() == paid.count(), timeout=60,
-                    what="every paid order to be shipped")
+    worker.wait_for(
+        lambda: Shipment.objects.count() == paid.count(),
+        timeout=60,
+        what="every paid order to be shipped",
+    )
 
     settled = Counter(Payment.objects.values_list("status", "failure_code"))
     print(f"payments after reconciliation: {dict(settled)}")
