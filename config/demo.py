@@ -3,36 +3,95 @@
 Run under ``config.embedded`` so DATABASE_URL / REDIS_URL point at real
 services. Ctrl-C (or SIGTERM) stops every child and waits for it: nothing is
 left running.
+
+The worker is supervised: its pid is written to ``<var>/worker.pid`` and, if it
+dies (the chaos panel's "kill the worker" SIGKILLs it), it is started again.
+What it was running was never acknowledged (``acks_late``), so the broker hands
+that message out again and the task, written to be safe twice, runs again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from config.embedded import VAR_DIR
 
 PORT = os.environ.get("PORT", "8000")
+# Where the supervisor publishes the worker's pid (and process group) for the chaos
+# panel. Under the var dir, so two demos with their own ONCESHOP_VAR_DIR never meet.
+WORKER_PIDFILE = VAR_DIR / "worker.pid"
+# A worker that keeps dying right after its start is not restarted in a tight loop:
+# the wait doubles from the first value up to the cap, and resets once a worker has
+# stayed up for STABLE_AFTER_S.
+RESTART_BACKOFF_FIRST_S = 1.0
+RESTART_BACKOFF_CAP_S = 30.0
+STABLE_AFTER_S = 60.0
+# Ctrl-C gives every child this long to finish what it is doing (gunicorn drains
+# requests, celery a warm shutdown) before its whole process group is killed.
+STOP_GRACE_S = 15.0
 
 
 def _manage(*args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], check=True)
 
 
-def main() -> int:
-    os.environ.setdefault("DEMO_MODE", "true")
-    os.environ.setdefault("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}")
-    os.environ.setdefault("PROVIDER_BASE_URL", f"http://127.0.0.1:{PORT}/sandbox")
-    _manage("migrate", "--no-input", "-v", "0")
-    _manage("collectstatic", "--no-input", "-v", "0")
-    _manage("seed_demo")
+@dataclass
+class Child:
+    """One supervised command, started as the leader of its own process group.
 
-    bin_dir = os.path.dirname(sys.executable)
-    children = [
+    Its own group (a new session) so that stopping it, or the chaos panel killing
+    the worker, reaches every process it forked (gunicorn's workers, celery's pool)
+    and leaves no orphan behind.
+    """
+
+    name: str
+    argv: list[str]
+    restart: bool = False
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    backoff_s: float = RESTART_BACKOFF_FIRST_S
+    restart_at: float | None = None
+    pidfile: Path | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.argv, start_new_session=True)
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        if self.pidfile is not None:
+            _write_pidfile(self.pidfile, self.process.pid)
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal_group(self, signum: int) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signum)
+
+
+def _write_pidfile(path: Path, pid: int) -> None:
+    # Written to a temporary name and renamed: a reader never sees half a number.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(f"{pid}\n")
+    partial.replace(path)
+
+
+def _children(bin_dir: str) -> list[Child]:
+    return [
         # gthread: the shop calls the sandbox on this same server in the demo, so a
         # pay request must never wait for a worker that is busy with itself.
-        subprocess.Popen(
+        Child(
+            "web",
             [
                 os.path.join(bin_dir, "gunicorn"),
                 "config.wsgi:application",
@@ -46,9 +105,10 @@ def main() -> int:
                 "8",
                 "--timeout",
                 "60",
-            ]
+            ],
         ),
-        subprocess.Popen(
+        Child(
+            "worker",
             [
                 os.path.join(bin_dir, "celery"),
                 "-A",
@@ -58,9 +118,12 @@ def main() -> int:
                 "INFO",
                 "--concurrency",
                 "2",
-            ]
+            ],
+            restart=True,
+            pidfile=WORKER_PIDFILE,
         ),
-        subprocess.Popen(
+        Child(
+            "beat",
             [
                 os.path.join(bin_dir, "celery"),
                 "-A",
@@ -69,35 +132,104 @@ def main() -> int:
                 "--loglevel",
                 "INFO",
                 "--schedule",
-                os.path.join(".var", "celerybeat-schedule"),
-            ]
+                str(VAR_DIR / "celerybeat-schedule"),
+            ],
         ),
     ]
-    print(
-        f"\nOnceShop is running on http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)\n",
-        flush=True,
-    )
 
-    stopping = False
+
+def _supervise(children: list[Child], stopping: list[bool]) -> str:
+    """Watch the children until Ctrl-C or a child that is not restarted dies.
+
+    Returns why it stopped, for the log line.
+    """
+    while not stopping:
+        now = time.monotonic()
+        for child in children:
+            if child.alive:
+                if now - child.started_at > STABLE_AFTER_S:
+                    child.backoff_s = RESTART_BACKOFF_FIRST_S
+                continue
+            if not child.restart:
+                code = child.process.returncode if child.process else None
+                return f"{child.name} exited with {code}"
+            if child.restart_at is None:
+                assert child.process is not None
+                code = child.process.returncode
+                # A SIGKILL of the leader can leave its pool processes running: the
+                # group goes too, so a restart never runs beside an orphaned pool.
+                child.signal_group(signal.SIGKILL)
+                child.restart_at = now + child.backoff_s
+                print(
+                    f"[demo] {child.name} died ({_describe(code)}); restarting in "
+                    f"{child.backoff_s:.0f} s",
+                    flush=True,
+                )
+                child.backoff_s = min(child.backoff_s * 2, RESTART_BACKOFF_CAP_S)
+            elif now >= child.restart_at:
+                child.start()
+                assert child.process is not None
+                print(f"[demo] {child.name} restarted, pid {child.process.pid}", flush=True)
+        time.sleep(0.2)
+    return "stop requested"
+
+
+def _describe(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+def _stop(children: list[Child]) -> None:
+    for child in children:
+        if child.alive:
+            child.signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for child in children:
+        if child.process is None:
+            continue
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        # Whatever is left in the group (a slow gunicorn worker, a pool process whose
+        # leader already exited) is killed, so Ctrl-C really leaves nothing running.
+        child.signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.process.wait(timeout=5)
+        if child.pidfile is not None:
+            child.pidfile.unlink(missing_ok=True)
+
+
+def main() -> int:
+    os.environ.setdefault("DEMO_MODE", "true")
+    os.environ.setdefault("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}")
+    os.environ.setdefault("PROVIDER_BASE_URL", f"http://127.0.0.1:{PORT}/sandbox")
+    _manage("migrate", "--no-input", "-v", "0")
+    _manage("collectstatic", "--no-input", "-v", "0")
+    _manage("seed_demo")
+
+    stopping: list[bool] = []  # a list, so the signal handler can set it
 
     def stop(_signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.append(True)
 
+    # Installed before any child starts: a Ctrl-C during start-up still stops them all.
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    while not stopping and all(child.poll() is None for child in children):
-        time.sleep(0.2)
-    for child in children:
-        if child.poll() is None:
-            child.terminate()
-    for child in children:
-        try:
-            child.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-    return 0
+
+    children = _children(os.path.dirname(sys.executable))
+    try:
+        for child in children:
+            child.start()
+        print(
+            f"\nOnceShop is running on http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)\n",
+            flush=True,
+        )
+        reason = _supervise(children, stopping)
+        print(f"[demo] stopping: {reason}", flush=True)
+    finally:
+        _stop(children)
+    # Stopped on request: success. A child that died on its own is a failure.
+    return 0 if stopping else 1
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "idempotency",
     "orders",
     "payments",
+    "storefront",
     "reconcile",
     "callbacks",
     "sandbox",
@@ -177,6 +178,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
 }
+
+# --- Web pages (storefront/) ---------------------------------------------------------
+# The demo shop's pages log in with the session; an anonymous visitor of a page that
+# needs a user is sent to the shop's own login page (not the admin's), and comes back
+# to the catalogue after logging in.
+LOGIN_URL = "storefront:login"
+LOGIN_REDIRECT_URL = "storefront:home"
 
 # --- Auth, i18n, static -----------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

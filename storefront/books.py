@@ -1,0 +1,268 @@
+"""The books page: the four tables, the provider's wallets, the audit, and what waits.
+
+Reads only. The four tables are the article's: orders, ledger, inventory and
+idempotency records; "agree" means the same numbers as the audit's invariants
+(DESIGN.md section 9), shown side by side so a person can see them agree. The
+verdict itself is the audit's (``reconcile.audit``), not a second audit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Max, Q, Sum
+from django.utils import timezone
+
+from callbacks.models import ProviderNotification
+from idempotency.models import IdempotencyKey, RecoveryPoint
+from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
+from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment
+from reconcile.audit import audit_run
+
+# The page shows the most recent payers' wallets only: each is one HTTP request to
+# the provider, and the page refreshes every few seconds.
+MAX_WALLETS = 20
+# How many waiting items are listed (the counts are always complete).
+MAX_WAITING = 20
+# A books refresh must never hang on a provider that does not answer.
+WALLET_TIMEOUT_S = (1.0, 3.0)
+
+
+@dataclass(frozen=True)
+class InventoryRow:
+    sku: str
+    stock: int
+    received: int
+    held: int  # quantities of orders that are not cancelled
+
+    @property
+    def expected(self) -> int:
+        return self.received - self.held
+
+    @property
+    def agrees(self) -> bool:
+        return self.stock == self.expected and self.stock >= 0
+
+
+@dataclass(frozen=True)
+class WalletRow:
+    payer: str
+    shop_paid_total: int
+    charged_total: int | None  # None: the provider has no wallet, or did not answer
+    successes: int | None
+    error: str = ""
+
+    @property
+    def agrees(self) -> bool:
+        return (self.charged_total or 0) == self.shop_paid_total and not self.error
+
+
+@dataclass(frozen=True)
+class Waiting:
+    what: str
+    reference: str
+    state: str
+    since: datetime | None
+
+
+@dataclass
+class Books:
+    at: datetime
+    orders: dict[str, int]
+    paid_amount: int
+    ledger_entries: int
+    ledger_amount: int
+    shipments: int
+    payments: dict[str, int]
+    inventory: list[InventoryRow]
+    records: dict[str, int]
+    notifications: dict[str, int]
+    wallets: list[WalletRow]
+    waiting: list[Waiting]
+    waiting_count: int
+    audit: Any | None
+    audit_error: str = ""
+    audit_note: str = ""
+
+    @property
+    def inventory_agrees(self) -> bool:
+        return all(row.agrees for row in self.inventory)
+
+    @property
+    def ledger_agrees(self) -> bool:
+        # One capture per PAID order, of its amount (invariant 1, in totals).
+        return (
+            self.ledger_entries == self.orders.get(Order.Status.PAID, 0)
+            and self.ledger_amount == self.paid_amount
+        )
+
+    @property
+    def wallets_agree(self) -> bool:
+        return all(row.agrees for row in self.wallets)
+
+
+def _orders() -> tuple[dict[str, int], int]:
+    counts = {status: 0 for status in Order.Status.values}
+    for row in Order.objects.values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    paid = Order.objects.filter(status=Order.Status.PAID).aggregate(total=Sum("amount"))
+    return counts, paid["total"] or 0
+
+
+def _inventory() -> list[InventoryRow]:
+    received = {
+        row["product_id"]: row["total"]
+        for row in InventoryMovement.objects.filter(kind=InventoryMovement.Kind.RECEIPT)
+        .values("product_id")
+        .annotate(total=Sum("quantity"))
+    }
+    held = {
+        row["product_id"]: row["total"]
+        for row in OrderLine.objects.exclude(order__status=Order.Status.CANCELLED)
+        .values("product_id")
+        .annotate(total=Sum("quantity"))
+    }
+    return [
+        InventoryRow(
+            sku=product.sku,
+            stock=product.stock,
+            received=received.get(product.pk, 0),
+            held=held.get(product.pk, 0),
+        )
+        for product in Product.objects.order_by("sku")
+    ]
+
+
+def _records(now: datetime) -> dict[str, int]:
+    stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
+    unfinished = ~Q(recovery_point=RecoveryPoint.FINISHED)
+    return IdempotencyKey.objects.aggregate(
+        finished=Count("id", filter=Q(recovery_point=RecoveryPoint.FINISHED)),
+        in_progress=Count("id", filter=unfinished & Q(locked_at__gte=stale_before)),
+        # Unlocked and unfinished: a 503 left it at its recovery point, waiting for a
+        # same-key retry or the completer. Locked too long: its holder is presumed dead.
+        waiting=Count(
+            "id", filter=unfinished & (Q(locked_at__isnull=True) | Q(locked_at__lt=stale_before))
+        ),
+    )
+
+
+def _notifications() -> dict[str, int]:
+    return {
+        row["outcome"]: row["n"]
+        for row in ProviderNotification.objects.values("outcome").annotate(n=Count("id"))
+    }
+
+
+def provider_wallet(payer: str) -> dict[str, Any] | None:
+    """The payer's wallet as the provider reports it (``GET /v1/wallets/{payer}``).
+
+    A window on the stand-in provider for the demo: a real provider shows this
+    in its own dashboard. Over HTTP with the merchant key, like every other call
+    the shop makes to it; None when the provider has no wallet for the payer.
+    """
+    response = requests.get(
+        f"{settings.PROVIDER_BASE_URL}/v1/wallets/{quote(payer, safe='')}",
+        headers={"Authorization": f"Bearer {settings.PROVIDER_API_KEY}"},
+        timeout=WALLET_TIMEOUT_S,
+    )
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def _wallets() -> list[WalletRow]:
+    latest = (
+        Payment.objects.values("payer")
+        .annotate(last=Max("created_at"))
+        .order_by("-last", "payer")
+        .values_list("payer", flat=True)[:MAX_WALLETS]
+    )
+    payers = sorted(latest)
+    users = get_user_model().objects.filter(username__in=payers)
+    paid = {
+        row["user__username"]: row["total"] or 0
+        for row in Order.objects.filter(status=Order.Status.PAID, user__in=users)
+        .values("user__username")
+        .annotate(total=Sum("amount"))
+    }
+    rows: list[WalletRow] = []
+    for payer in payers:
+        shop_total = paid.get(payer, 0)
+        try:
+            wallet = provider_wallet(payer)
+        except (requests.RequestException, ValueError) as error:
+            rows.append(
+                WalletRow(payer, shop_total, None, None, f"provider: {type(error).__name__}")
+            )
+            continue
+        if wallet is None:
+            rows.append(WalletRow(payer, shop_total, 0, 0))
+            continue
+        successes = sum(1 for charge in wallet.get("charges", []) if charge["status"] == "SUCCESS")
+        rows.append(WalletRow(payer, shop_total, int(wallet["charged_total"]), successes))
+    return rows
+
+
+def waiting_for_reconciliation(*, limit: int = MAX_WAITING) -> tuple[list[Waiting], int]:
+    """Unsettled payments and unfinished records: what the reconciler and completer own."""
+    payments = Payment.objects.filter(status__in=UNSETTLED_STATUSES).order_by("updated_at")
+    records = IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED).order_by(
+        "created_at"
+    )
+    items = [
+        Waiting("payment", payment.out_trade_no, payment.status, payment.updated_at)
+        for payment in payments[:limit]
+    ] + [
+        Waiting(
+            "request",
+            f"{record.method} {record.path}",
+            f"at '{record.recovery_point}'" + (" (running)" if record.locked_at else ""),
+            record.locked_at or record.created_at,
+        )
+        for record in records[:limit]
+    ]
+    return items, payments.count() + records.count()
+
+
+def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Books:
+    now = timezone.now()
+    orders, paid_amount = _orders()
+    ledger = LedgerEntry.objects.aggregate(n=Count("id"), total=Sum("amount"))
+    payments = {status: 0 for status in Payment.Status.values}
+    for row in Payment.objects.values("status").annotate(n=Count("id")):
+        payments[row["status"]] = row["n"]
+    waiting, waiting_count = waiting_for_reconciliation()
+    audit, audit_error = None, ""
+    audit_note = "" if with_audit else "The audit was not run for this view."
+    if with_audit:
+        try:
+            audit = audit_run()
+        except Exception as error:  # shown in words on the page; the page still renders
+            audit_error = f"The audit could not run: {type(error).__name__}: {error}"
+    return Books(
+        at=now,
+        orders=orders,
+        paid_amount=paid_amount,
+        ledger_entries=ledger["n"],
+        ledger_amount=ledger["total"] or 0,
+        shipments=Shipment.objects.count(),
+        payments=payments,
+        inventory=_inventory(),
+        records=_records(now),
+        notifications=_notifications(),
+        wallets=_wallets() if with_wallets else [],
+        waiting=waiting,
+        waiting_count=waiting_count,
+        audit=audit,
+        audit_error=audit_error,
+        audit_note=audit_note,
+    )

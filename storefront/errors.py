@@ -1,0 +1,37 @@
+"""Errors of the pages (the same problem shape as the API's, codes for the pages)."""
+
+from typing import Any
+
+from config.errors import ApplicationError
+
+
+class CheckoutTokenInvalid(ApplicationError):
+    """The checkout form's token was never issued to this session, or it expired.
+
+    Not final: nothing is stored under the token, because nothing was attempted.
+    """
+
+    code = "checkout-token-invalid"
+    title = "Checkout form expired"
+    default_detail = (
+        "This checkout form has expired or was not issued to you (a reload after logging "
+        "in again does this too). Nothing was ordered: choose your items and place the "
+        "order again."
+    )
+
+
+class CheckoutUnavailable(ApplicationError):
+    """Redis, which keeps the one-time checkout tokens, does not answer."""
+
+    status = 503
+    code = "checkout-unavailable"
+    title = "Checkout unavailable"
+    default_detail = "The checkout cannot issue or check its one-time tokens right now."
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.headers["Retry-After"] = "5"
+
+
+class ChaosUnavailable(Exception):
+    """A chaos action this platform or this run cannot perform (said in words)."""

@@ -1,0 +1,79 @@
+"""`python manage.py story`: replay the founding scenario against the running demo."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from storefront.story import (
+    BACKGROUND_WAIT_S,
+    GATEWAY_DELAY_S,
+    StoryReport,
+    StoryStep,
+    StoryUnavailable,
+    story_run,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay the reading's founding scenario (Pay clicked twice, a gateway retry, the "
+        "callback three times) against the running shop, and print what each request got."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--base-url", help="The shop (default: SHOP_BASE_URL).")
+        parser.add_argument(
+            "--provider-url", help="The sandbox provider (default: <base-url>/sandbox)."
+        )
+        parser.add_argument(
+            "--operator", default="staff", help="Staff user who scripts the provider's faults."
+        )
+        parser.add_argument("--gateway-delay", type=float, default=GATEWAY_DELAY_S)
+        parser.add_argument("--wait", type=float, default=BACKGROUND_WAIT_S)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.number = 0
+        try:
+            report = story_run(
+                base_url=options["base_url"],
+                provider_url=options["provider_url"],
+                operator=options["operator"],
+                gateway_delay_s=options["gateway_delay"],
+                wait_s=options["wait"],
+                on_step=self.print_step,  # each step as it happens, not all at the end
+            )
+        except StoryUnavailable as error:
+            raise CommandError(str(error)) from error
+        self.print_books(report)
+        if not report.ok:
+            raise CommandError("The books do not show one order, one debit, one shipment.")
+
+    def print_step(self, step: StoryStep) -> None:
+        self.number += 1
+        out = self.stdout
+        out.write(f"\n{self.number}. [{step.at_s:5.1f} s] {step.actor} {step.action}")
+        if step.request:
+            out.write(f"   {step.request}")
+        style = self.style.SUCCESS if step.answer is None or step.answer.ok else self.style.WARNING
+        out.write(style(f"   -> {step.result}"))
+        out.write(f"   why: {step.explanation}")
+
+    def print_books(self, report: StoryReport) -> None:
+        out = self.stdout
+        out.write(f"\nThe books for {report.customer} (order {report.order_number}):")
+        out.write(f"   {'what':52} {'counted':>8} {'expected':>9}")
+        for row in report.tally:
+            line = f"   {row.what:52} {row.count:>8} {row.expected:>9}"
+            out.write(self.style.SUCCESS(line) if row.ok else self.style.ERROR(line))
+        if report.audit is not None:
+            verdict = "clean" if report.audit.ok else f"{len(report.audit.findings)} problem(s)"
+            out.write(f"\nThe audit (whole shop): {verdict}")
+            out.write(f"   {'check':52} {'checked':>8} {'problems':>9}")
+            for summary in report.audit.summary:
+                out.write(f"   {summary.check:52} {summary.checked:>8} {summary.problems:>9}")
+            for finding in report.audit.findings:
+                out.write(self.style.ERROR(f"   {finding.invariant}: {finding.message}"))
+        elif report.audit_note:
+            out.write(f"\n{report.audit_note}")
+        if report.ok:
+            out.write(self.style.SUCCESS("\nOne order, one debit, one shipment."))

@@ -1,0 +1,55 @@
+// Live numbers without a full reload: an element with data-live-src is refreshed
+// every data-live-every seconds from a JSON endpoint. The answer may carry
+//   fragments: {elementId: html}  -> that element's content is replaced (the server
+//                                   renders it with the page's own templates), and
+//   stock: {sku: n}               -> every [data-stock-sku] cell gets its number.
+// One request at a time (the next is scheduled when one ends), and none while the
+// tab is hidden.
+(function () {
+  "use strict";
+
+  function status(root, text) {
+    var line = root.querySelector("[data-live-status]") || document.querySelector("[data-live-status]");
+    if (line) { line.textContent = text; }
+  }
+
+  function apply(data) {
+    var fragments = data.fragments || {};
+    Object.keys(fragments).forEach(function (id) {
+      var element = document.getElementById(id);
+      // Only when it changed: an unchanged live region is not announced again.
+      if (element && element.innerHTML !== fragments[id]) { element.innerHTML = fragments[id]; }
+    });
+    var stock = data.stock || {};
+    document.querySelectorAll("[data-stock-sku]").forEach(function (cell) {
+      var sku = cell.getAttribute("data-stock-sku");
+      if (Object.prototype.hasOwnProperty.call(stock, sku)) { cell.textContent = String(stock[sku]); }
+    });
+  }
+
+  function poll(root) {
+    var every = Math.max(1, Number(root.getAttribute("data-live-every")) || 3) * 1000;
+    function tick() {
+      if (document.hidden) { window.setTimeout(tick, every); return; }
+      fetch(root.getAttribute("data-live-src"), {
+        credentials: "same-origin",
+        headers: { "Accept": "application/json" }
+      })
+        .then(function (response) {
+          if (!response.ok) { throw new Error("HTTP " + response.status); }
+          return response.json();
+        })
+        .then(function (data) {
+          apply(data);
+          status(root, "Live: updated " + new Date().toLocaleTimeString() + ".");
+        })
+        .catch(function (error) {
+          status(root, "Live updates paused (" + error.message + "); retrying.");
+        })
+        .then(function () { window.setTimeout(tick, every); });
+    }
+    window.setTimeout(tick, every);
+  }
+
+  document.querySelectorAll("[data-live-src]").forEach(poll);
+})();

@@ -1,0 +1,139 @@
+// The pay button, enhanced: every click is sent, every answer shown as it happened,
+// and an answer that says "same key, later" (409 in flight, 503 unknown) is retried
+// with the SAME key, after an exponential backoff with jitter, never at once.
+// Without JavaScript the same form posts normally and the page shows the answer.
+(function () {
+  "use strict";
+
+  // Backoff: the n-th retry waits a random time in [c/2, c] with c = min(CAP, BASE * 2^n),
+  // and never less than the server's Retry-After. Jitter keeps many clients that failed
+  // together from retrying together (a retry storm); the cap bounds the wait.
+  var BASE_S = 1;
+  var CAP_S = 30;
+  // After this many retries the page stops and says so: the reconciler settles the
+  // payment without us, and a reload shows the result.
+  var MAX_RETRIES = 8;
+  var requests = 0;
+
+  function backoffSeconds(retry, retryAfter) {
+    var ceiling = Math.min(CAP_S, BASE_S * Math.pow(2, retry));
+    var jittered = ceiling / 2 + Math.random() * (ceiling / 2);
+    return Math.max(retryAfter || 0, jittered);
+  }
+
+  function addEntry(text) {
+    var list = document.getElementById("answers");
+    var item = document.createElement("li");
+    item.textContent = text;
+    list.appendChild(item);
+    return item;
+  }
+
+  function showAnswer(item, label, answer) {
+    item.textContent = "";
+    var head = document.createElement("strong");
+    head.textContent = label + ": ";
+    item.appendChild(head);
+    var box = document.createElement("div");
+    box.className = "answer " + (answer.status < 300 ? "ok" : answer.retry_same_key ? "wait" : "bad");
+    var line = document.createElement("p");
+    var status = document.createElement("strong");
+    status.textContent = "HTTP " + answer.status + (answer.code ? " " + answer.code : "");
+    var badge = document.createElement("span");
+    badge.className = "badge " + (answer.replayed ? "replayed" : "fresh");
+    badge.textContent = answer.replayed
+      ? "replayed · Idempotent-Replayed: true"
+      : "fresh · Idempotent-Replayed: false";
+    line.appendChild(status);
+    line.appendChild(document.createTextNode(" "));
+    line.appendChild(badge);
+    var why = document.createElement("p");
+    why.textContent = answer.why || "";
+    box.appendChild(line);
+    box.appendChild(why);
+    item.appendChild(box);
+    return box;
+  }
+
+  // Replace the summary, the pay form and the timeline with fresh copies of the
+  // order page (the same templates render them), keeping the answers list.
+  function refresh() {
+    var page = document.getElementById("order-page");
+    if (!page) { return; }
+    fetch(page.getAttribute("data-order-url"), { credentials: "same-origin" })
+      .then(function (response) { return response.text(); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        ["order-summary", "pay-section", "timeline"].forEach(function (id) {
+          var now = document.getElementById(id);
+          var next = fresh.getElementById(id);
+          if (now && next) { now.replaceWith(document.importNode(next, true)); }
+        });
+      })
+      .catch(function () { /* the answers stay; a manual reload shows the rest */ });
+  }
+
+  function send(form, key, label, retry) {
+    var title = retry ? label + " (retry " + retry + ", same key)" : label;
+    var item = addEntry(title + ": sent…");
+    var body = new URLSearchParams();
+    body.set("idempotency_key", key);
+    fetch(form.action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {
+        "Accept": "application/json",
+        "X-CSRFToken": form.elements.csrfmiddlewaretoken.value
+      },
+      body: body
+    })
+      .then(function (response) {
+        return response.json().catch(function () {
+          return {
+            status: response.status,
+            retry_same_key: false,
+            why: "An unexpected answer (not JSON). Reload the page; nothing is charged twice."
+          };
+        });
+      })
+      .then(function (answer) {
+        var box = showAnswer(item, title, answer);
+        if (answer.retry_same_key && retry < MAX_RETRIES) {
+          var wait = backoffSeconds(retry, answer.retry_after);
+          var note = document.createElement("p");
+          note.textContent = "Retrying with the same key in " + wait.toFixed(1) + " s.";
+          box.appendChild(note);
+          window.setTimeout(function () { send(form, key, label, retry + 1); }, wait * 1000);
+        } else if (answer.retry_same_key) {
+          var stop = document.createElement("p");
+          stop.textContent = "Stopped retrying. The reconciler settles it; reload to see.";
+          box.appendChild(stop);
+        } else {
+          refresh();
+        }
+      })
+      .catch(function () {
+        // No answer at all (network): it may or may not have arrived. Same key again.
+        var wait = backoffSeconds(retry, 0);
+        item.textContent = title + ": no answer (network). Retrying with the same key in " +
+          wait.toFixed(1) + " s.";
+        if (retry < MAX_RETRIES) {
+          window.setTimeout(function () { send(form, key, label, retry + 1); }, wait * 1000);
+        }
+      });
+  }
+
+  // Clicks, not submit events: Chromium fires one submit event for a quick double
+  // click, and the point here is to send what a person really clicked. Keyboard
+  // activation of the button (Enter, Space) is a click too.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("form[data-pay] button[type=submit]");
+    if (!button) { return; }
+    event.preventDefault();
+    var form = button.form;
+    // Deliberately no "disable the button": a second click is sent, with the same
+    // key, because the server, not the button, is what stops a double charge.
+    requests += 1;
+    send(form, form.elements.idempotency_key.value, "Click " + requests, 0);
+  });
+})();

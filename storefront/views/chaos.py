@@ -1,0 +1,129 @@
+"""The chaos panel (demo mode only): script failures and watch the shop stay correct."""
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from storefront.access import chaos_required, is_staff, staff_required, user_id
+from storefront.chaos import (
+    BURST_POOL,
+    BURST_REQUESTS,
+    BURST_WHAT_SHOULD_HAPPEN,
+    FAULT_MODE_BY_NAME,
+    FAULT_MODES,
+    KILL_WHAT_SHOULD_HAPPEN,
+    REPEAT_WHAT_SHOULD_HAPPEN,
+    chaos_burst,
+    chaos_fault_arm,
+    chaos_fault_clear,
+    chaos_kill_worker,
+    chaos_repeat,
+    visibility_timeout_s,
+)
+from storefront.client import ShopUnreachable
+from storefront.errors import ChaosUnavailable
+from storefront.forms import FaultForm
+from storefront.selectors import active_faults
+
+
+def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: Any) -> HttpResponse:
+    modes = [
+        (
+            fault,
+            bound
+            if bound is not None and bound.data.get("mode") == fault.mode
+            else FaultForm(mode=fault.mode),
+        )
+        for fault in FAULT_MODES
+    ]
+    context: dict[str, Any] = {
+        "modes": modes,
+        "faults": list(active_faults()),
+        "repeat_explained": REPEAT_WHAT_SHOULD_HAPPEN,
+        "burst_explained": BURST_WHAT_SHOULD_HAPPEN,
+        "kill_explained": KILL_WHAT_SHOULD_HAPPEN,
+        "burst_requests": BURST_REQUESTS,
+        "burst_pool": BURST_POOL,
+        "visibility_timeout_s": visibility_timeout_s(),
+        "is_staff": is_staff(request.user),
+        **result,
+    }
+    return render(request, "storefront/chaos.html", context)
+
+
+@require_GET
+@chaos_required
+def panel(request: HttpRequest) -> HttpResponse:
+    return _panel(request)
+
+
+@require_POST
+@chaos_required
+def fault_arm(request: HttpRequest) -> HttpResponse:
+    mode = request.POST.get("mode", "")
+    if mode not in FAULT_MODE_BY_NAME:
+        return _panel(request, failed=f"There is no fault mode called {mode!r}.")
+    form = FaultForm(request.POST, mode=mode)
+    if not form.is_valid():
+        return _panel(request, bound=form)
+    data = form.cleaned_data
+    chaos_fault_arm(
+        mode=data["mode"],
+        count=data["count"],
+        delay_s=data["delay_s"] or 0.0,
+        copies=data["copies"] or 3,
+    )
+    fault = FAULT_MODE_BY_NAME[data["mode"]]
+    return _panel(
+        request,
+        done=f"{fault.label} is on for the next {data['count']} charge(s).",
+        expect=fault.what_should_happen,
+    )
+
+
+@require_POST
+@chaos_required
+def fault_clear(request: HttpRequest) -> HttpResponse:
+    cleared = chaos_fault_clear()
+    return _panel(
+        request,
+        done=f"All faults are off ({cleared} cleared).",
+        expect="The provider behaves again.",
+    )
+
+
+@require_POST
+@chaos_required
+def repeat(request: HttpRequest) -> HttpResponse:
+    try:
+        result = chaos_repeat(user_id=user_id(request))
+    except (ChaosUnavailable, ShopUnreachable) as error:
+        return _panel(request, failed=str(error))
+    return _panel(request, repeat=result, expect=REPEAT_WHAT_SHOULD_HAPPEN)
+
+
+@require_POST
+@chaos_required
+def burst(request: HttpRequest) -> HttpResponse:
+    try:
+        result = chaos_burst(user_id=user_id(request))
+    except (ChaosUnavailable, ShopUnreachable) as error:
+        return _panel(request, failed=str(error))
+    return _panel(request, burst=result, expect=BURST_WHAT_SHOULD_HAPPEN)
+
+
+@require_POST
+@chaos_required
+@staff_required
+def kill_worker(request: HttpRequest) -> HttpResponse:
+    try:
+        pid = chaos_kill_worker()
+    except ChaosUnavailable as error:
+        return _panel(request, failed=str(error))
+    return _panel(
+        request,
+        done=f"Sent SIGKILL to the worker (pid {pid}) and its pool processes.",
+        expect=KILL_WHAT_SHOULD_HAPPEN,
+    )

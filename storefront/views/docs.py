@@ -1,0 +1,14 @@
+"""How it works: the behaviour matrix and the order state machine, read from the code."""
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from storefront.diagram import order_state_machine
+from storefront.matrix import behaviour_matrix
+
+
+@require_GET
+def how_it_works(request: HttpRequest) -> HttpResponse:
+    context = {"matrix": behaviour_matrix(), "machine": order_state_machine()}
+    return render(request, "storefront/how.html", context)
