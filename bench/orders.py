@@ -1,17 +1,24 @@
 """Order creation: what the idempotency layer costs, and what a replay saves.
 
-Scenarios, each with 16 keep-alive clients against gunicorn on the bench database:
+Scenarios, each with 16 keep-alive clients against gunicorn on the bench database.
+In the main ones every client orders its own product (client i buys SKU
+``BENCH-<i+1>``), as many customers buying many things do; the layer's cost is
+judged on these:
 
 * **first-time**: every request a fresh Idempotency-Key, so every request creates
-  an order (the full path: record insert, order, stock, line, movement, stored
+  an order (the full path: record insert, order, line, movement, stock, stored
   response, all in one transaction);
 * **replay**: the same keys re-sent after their orders exist, so every request is
   answered from the stored record without touching the order tables;
 * **layer off**: first-time creation on a second gunicorn started with
   ``IDEMPOTENCY_ENABLED=false`` (the header is still required; the unique
   (user, idempotency_key) index on orders still holds);
-* **raw SQL**: pgbench running the same writes as one plain transaction, the
-  ceiling for this machine (``bench/orders_sql.py``).
+* **raw SQL**: pgbench running the same writes as one plain transaction, each
+  pgbench client on its own product too, the ceiling for this machine
+  (``bench/orders_sql.py``).
+
+For context, a **hot product** pair (layer on and off): all 16 clients order the
+same SKU, so every creation queues on that product's row lock.
 
 Then, in-process (``bench/orders_inprocess.py``): the SQL of each kind of
 request, single-request service times and a pyinstrument profile.
@@ -21,11 +28,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from bench import orders_inprocess, pgbench, pgsessions
 from bench.appserver import Server
-from bench.context import BenchContext, Suite, SuiteResult
+from bench.context import BenchContext, Section, Suite, SuiteResult
 from bench.harness import HttpRequest, RequestFactory, drive, measure
 from bench.inprocess import QueryCount
 from bench.orders_inprocess import ServiceTimes
@@ -35,12 +42,12 @@ from orders.models import Product
 from orders.services import product_create
 
 PATH = orders_inprocess.PATH
-SKU = "BENCH-1"
+SKU_PREFIX = "BENCH-"  # the spread catalogue: BENCH-1 ... BENCH-<clients>
+HOT_SKU = "BENCH-HOT"
 PRICE = 1999
 # Far more than any run can sell (a few hundred orders a second for a minute),
 # so no request ever meets out-of-stock.
 STOCK = 10**9
-BODY = json.dumps({"lines": [{"sku": SKU, "quantity": 1}]}).encode()
 # Keys created before the replay scenario, per client; each client cycles through its own.
 REPLAY_KEYS_PER_CLIENT = 32
 REPLAY_KEYS_PER_CLIENT_QUICK = 8
@@ -50,15 +57,25 @@ REPLAY_TARGET = Target(">=", 2.5)
 OVERHEAD_TARGET = Target(">=", 0.9)  # layer on / layer off: at most 10 % slower
 REPLAY_QUERY_TARGET = Target("<=", 2)
 
+HOT_NOTE = (
+    "It is slower because every creation takes the same product's row lock with its "
+    "conditional stock UPDATE and holds it until COMMIT, so the 16 clients' transactions "
+    "queue on that lock (see PG lock wait) and finish one at a time."
+)
+
 
 # --- Requests ---------------------------------------------------------------------------
 
 
-def order_request(*, token: str, key: str, replayed: bool) -> HttpRequest:
+def order_body(sku: str) -> bytes:
+    return json.dumps({"lines": [{"sku": sku, "quantity": 1}]}).encode()
+
+
+def order_request(*, token: str, key: str, sku: str, replayed: bool) -> HttpRequest:
     return HttpRequest(
         method="POST",
         path=PATH,
-        body=BODY,
+        body=order_body(sku),
         headers={
             "Authorization": f"Token {token}",
             "Content-Type": "application/json",
@@ -68,19 +85,29 @@ def order_request(*, token: str, key: str, replayed: bool) -> HttpRequest:
     )
 
 
-def fresh_keys(token: str) -> RequestFactory:
+def client_sku(skus: list[str], client: int) -> str:
+    """The SKU client ``client`` buys: its own when there are enough, else shared."""
+    return skus[client % len(skus)]
+
+
+def fresh_keys(token: str, skus: list[str]) -> RequestFactory:
     """Every request a new order: a new high-entropy key each time, as a client should."""
-    return lambda _client, _n: order_request(token=token, key=str(uuid.uuid4()), replayed=False)
-
-
-def replays(token: str, keys: list[list[str]]) -> RequestFactory:
-    """Client i re-sends its own finished keys, round and round."""
-    return lambda client, n: order_request(
-        token=token, key=keys[client][n % len(keys[client])], replayed=True
+    return lambda client, _n: order_request(
+        token=token, key=str(uuid.uuid4()), sku=client_sku(skus, client), replayed=False
     )
 
 
-def precreate(ctx: BenchContext, server: Server) -> list[list[str]]:
+def replays(token: str, skus: list[str], keys: list[list[str]]) -> RequestFactory:
+    """Client i re-sends its own finished keys (same body: same SKU), round and round."""
+    return lambda client, n: order_request(
+        token=token,
+        key=keys[client][n % len(keys[client])],
+        sku=client_sku(skus, client),
+        replayed=True,
+    )
+
+
+def precreate(ctx: BenchContext, server: Server, skus: list[str]) -> list[list[str]]:
     """Create the orders the replay scenario re-sends; refuse to go on if any failed."""
     per_client = REPLAY_KEYS_PER_CLIENT_QUICK if ctx.options.quick else REPLAY_KEYS_PER_CLIENT
     keys = [[str(uuid.uuid4()) for _ in range(per_client)] for _ in range(ctx.options.clients)]
@@ -88,7 +115,9 @@ def precreate(ctx: BenchContext, server: Server) -> list[list[str]]:
     def factory(client: int, n: int) -> HttpRequest | None:
         if n >= per_client:
             return None
-        return order_request(token=ctx.token, key=keys[client][n], replayed=False)
+        return order_request(
+            token=ctx.token, key=keys[client][n], sku=client_sku(skus, client), replayed=False
+        )
 
     run = drive(
         port=server.port, factory=factory, clients=ctx.options.clients, seconds=PRECREATE_LIMIT_S
@@ -103,48 +132,101 @@ def precreate(ctx: BenchContext, server: Server) -> list[list[str]]:
 # --- Scenarios ----------------------------------------------------------------------------
 
 
-def seed(ctx: BenchContext) -> OrderFixture:
-    product = product_create(sku=SKU, name="Bench tea", price=PRICE, currency="CNY", stock=STOCK)
-    return OrderFixture(
+@dataclass(frozen=True)
+class Catalogue:
+    """The seeded products: one per client (the spread catalogue), and the hot one."""
+
+    spread: list[str]
+    hot: str
+    fixture: OrderFixture  # the pgbench script's view of the spread catalogue
+
+
+def _product(sku: str) -> Product:
+    return product_create(sku=sku, name="Bench tea", price=PRICE, currency="CNY", stock=STOCK)
+
+
+def seed(ctx: BenchContext) -> Catalogue:
+    """One product per client, with consecutive ids (pgbench derives its product from
+    its client id), then the hot product."""
+    spread = [_product(f"{SKU_PREFIX}{i + 1}") for i in range(ctx.options.clients)]
+    ids = [product.pk for product in spread]
+    if ids != list(range(ids[0], ids[0] + len(ids))):
+        raise RuntimeError(f"bench products got non-consecutive ids {ids}")
+    hot = _product(HOT_SKU)
+    fixture = OrderFixture(
         user_id=ctx.user_id,
-        product_id=product.pk,
-        sku=product.sku,
-        price=product.price,
-        currency=product.currency,
+        first_product_id=ids[0],
+        products=len(ids),
+        sku_prefix=SKU_PREFIX,
+        price=PRICE,
+        currency="CNY",
         path=PATH,
     )
+    return Catalogue(spread=[p.sku for p in spread], hot=hot.sku, fixture=fixture)
 
 
-def http_scenarios(ctx: BenchContext) -> list[Throughput]:
-    """First-time and replay on one gunicorn, then first-time on one with the layer off."""
-    with ctx.server("layer-on") as server:
-        first = measure(
-            name="order_create_first",
-            label="orders: first-time creation",
+@dataclass(frozen=True)
+class HttpFigures:
+    first: Throughput
+    off: Throughput
+    replay: Throughput
+    hot_first: Throughput
+    hot_off: Throughput
+
+    def all(self) -> list[Throughput]:
+        return [self.first, self.replay, self.off, self.hot_first, self.hot_off]
+
+
+def http_scenarios(ctx: BenchContext, catalogue: Catalogue) -> HttpFigures:
+    """Both gunicorns up at once, so each layer-on figure is measured right next to
+    its layer-off twin (load from elsewhere drifts; adjacent runs see the same)."""
+
+    def run(server: Server, name: str, label: str, factory: RequestFactory) -> Throughput:
+        return measure(
+            name=name,
+            label=label,
             server=server,
-            factory=fresh_keys(ctx.token),
+            factory=factory,
             plan=ctx.drive,
             database_url=ctx.database_url,
         )
-        keys = precreate(ctx, server)
-        replay = measure(
-            name="order_create_replay",
-            label="orders: replay (same key again)",
-            server=server,
-            factory=replays(ctx.token, keys),
-            plan=ctx.drive,
-            database_url=ctx.database_url,
+
+    spread, hot = catalogue.spread, [catalogue.hot]
+    with (
+        ctx.server("layer-on") as on,
+        ctx.server("layer-off", IDEMPOTENCY_ENABLED="false") as off,
+    ):
+        first = run(
+            on,
+            "order_create_first",
+            "orders: first-time (own product)",
+            fresh_keys(ctx.token, spread),
         )
-    with ctx.server("layer-off", IDEMPOTENCY_ENABLED="false") as server:
-        off = measure(
-            name="order_create_layer_off",
-            label="orders: first-time, key layer off",
-            server=server,
-            factory=fresh_keys(ctx.token),
-            plan=ctx.drive,
-            database_url=ctx.database_url,
+        layer_off = run(
+            off,
+            "order_create_layer_off",
+            "orders: first-time, layer off",
+            fresh_keys(ctx.token, spread),
         )
-    return [first, replay, off]
+        hot_first = run(
+            on, "order_create_hot", "hot product: first-time", fresh_keys(ctx.token, hot)
+        )
+        hot_off = run(
+            off,
+            "order_create_hot_layer_off",
+            "hot product: first-time, layer off",
+            fresh_keys(ctx.token, hot),
+        )
+        keys = precreate(ctx, on, spread)
+        replay = run(
+            on,
+            "order_create_replay",
+            "orders: replay (same key again)",
+            replays(ctx.token, spread, keys),
+        )
+    return HttpFigures(
+        first=first, off=layer_off, replay=replay, hot_first=hot_first, hot_off=hot_off
+    )
 
 
 def raw_sql(ctx: BenchContext, fixture: OrderFixture) -> Throughput:
@@ -159,7 +241,7 @@ def raw_sql(ctx: BenchContext, fixture: OrderFixture) -> Throughput:
     with pgsessions.watch(ctx.database_url) as sessions:
         result = pgbench.measure(
             name="order_create_raw_sql",
-            label="raw SQL: same writes (pgbench)",
+            label="raw SQL: same writes, own product (pgbench)",
             url=ctx.database_url,
             script=script,
             plan=plan,
@@ -171,21 +253,20 @@ def raw_sql(ctx: BenchContext, fixture: OrderFixture) -> Throughput:
 # --- Figures --------------------------------------------------------------------------------
 
 
-def throughput_metrics(
-    first: Throughput, replay: Throughput, off: Throughput, raw: Throughput
-) -> list[Metric]:
+def throughput_metrics(http: HttpFigures, raw: Throughput) -> list[Metric]:
+    """The targets, judged on the spread catalogue; the hot product as context."""
     return [
         Metric(
             "replay_vs_first",
             "replay / first-time req/s",
-            ratio(replay.per_second, first.per_second),
+            ratio(http.replay.per_second, http.first.per_second),
             "x",
             REPLAY_TARGET,
         ),
         Metric(
             "layer_on_vs_off",
             "key layer on / off req/s",
-            ratio(first.per_second, off.per_second),
+            ratio(http.first.per_second, http.off.per_second),
             "x",
             OVERHEAD_TARGET,
             "overhead = 1 - value",
@@ -193,9 +274,23 @@ def throughput_metrics(
         Metric(
             "first_vs_raw_sql",
             "first-time req/s / raw SQL tps",
-            ratio(first.per_second, raw.per_second),
+            ratio(http.first.per_second, raw.per_second),
             "x",
             note="share of the ceiling the app reaches",
+        ),
+        Metric(
+            "hot_layer_on_vs_off",
+            "hot product: key layer on / off req/s",
+            ratio(http.hot_first.per_second, http.hot_off.per_second),
+            "x",
+            note="context: lock-bound, no target",
+        ),
+        Metric(
+            "hot_vs_spread",
+            "hot product / own product first-time req/s",
+            ratio(http.hot_first.per_second, http.first.per_second),
+            "x",
+            note="what queueing on one row costs",
         ),
     ]
 
@@ -229,11 +324,11 @@ def inprocess_metrics(first: QueryCount, replay: QueryCount, times: ServiceTimes
 
 
 def run(ctx: BenchContext) -> SuiteResult:
-    fixture = seed(ctx)
-    first, replay, off = http_scenarios(ctx)
-    raw = raw_sql(ctx, fixture)
+    catalogue = seed(ctx)
+    http = http_scenarios(ctx, catalogue)
+    raw = raw_sql(ctx, catalogue.fixture)
 
-    post = orders_inprocess.order_poster(token=ctx.token, sku=SKU)
+    post = orders_inprocess.order_poster(token=ctx.token, sku=catalogue.spread[0])
     first_sql, replay_sql = orders_inprocess.query_counts(post)
     times = orders_inprocess.service_times(post, iterations=ctx.options.profile_iterations)
     profiled = orders_inprocess.profile_first_time(
@@ -241,18 +336,24 @@ def run(ctx: BenchContext) -> SuiteResult:
         iterations=ctx.options.profile_iterations,
         out_path=ctx.out_dir / "profile-order-create.txt",
     )
-    stock_left = Product.objects.get(pk=fixture.product_id).stock
+    stock_left = min(Product.objects.values_list("stock", flat=True))
 
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        throughputs=[first, replay, off, raw],
+        throughputs=[*http.all(), raw],
         metrics=[
-            *throughput_metrics(first, replay, off, raw),
+            *throughput_metrics(http, raw),
             *inprocess_metrics(first_sql, replay_sql, times),
-            Metric("stock_left", f"stock left of {STOCK:,}", stock_left, note="never runs out"),
+            Metric(
+                "stock_left",
+                f"least stock left of {STOCK:,}",
+                stock_left,
+                note="never runs out",
+            ),
         ],
         sections=[
+            Section(title="Hot product (context)", markdown=HOT_NOTE),
             orders_inprocess.profile_section(profiled),
             orders_inprocess.sql_section("SQL of one first-time creation", first_sql),
             orders_inprocess.sql_section("SQL of one replay", replay_sql),

@@ -1,19 +1,21 @@
 """The registry: every suite ``make bench`` runs, in order.
 
-Adding a scenario group (pay path, callback ingestion, reconcile pass, reaper)
-means writing ``bench/<name>.py`` with ``SUITE = Suite(name, title, run)`` and
-adding it to this list; the runner and the report need no change.
+Adding a scenario group (e.g. a reconcile pass, the reaper) means writing
+``bench/<name>.py`` with ``SUITE = Suite(name, title, run)`` and adding it to
+this list; the runner and the report need no change.
 
 Importing this module imports Django models: only after ``django.setup()``.
 """
 
 from __future__ import annotations
 
-from bench import orders
+from bench import callbacks, orders, pay
 from bench.context import Suite
 
 SUITES: list[Suite] = [
     orders.SUITE,
+    pay.SUITE,
+    callbacks.SUITE,
 ]
 
 

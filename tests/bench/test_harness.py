@@ -1,4 +1,5 @@
-"""The bench's pure parts: statistics, targets, the pgbench script and its output.
+"""The bench's pure parts: statistics, targets, the pgbench script and its output,
+the pay and callback suites' plans, phase timing and signed notifications.
 
 No benchmark runs here: no server, no load, no database.
 """
@@ -7,20 +8,32 @@ import json
 import math
 import os
 import re
+from collections import deque
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from bench import appserver, database, pgbench, pgsessions
+from bench import appserver, callbacks, database, fixtures, orders, pay, pgbench, pgsessions
 from bench.__main__ import parse_options
 from bench.context import Section, SuiteResult
+from bench.fixtures import Attempt, Payer
 from bench.markdown import table
 from bench.orders_sql import OrderFixture, order_create_script
+from bench.pay_inprocess import QUERY_BUDGET_TEST, pinned_constant
+from bench.phases import Probe, Stopwatch, phase_rows
 from bench.profiling import Step, attribute, layer_of
 from bench.report import Machine, RunReport, markdown, metrics_table, to_json
 from bench.stats import Metric, Sample, Target, in_window, percentile, ratio, summarize
+from payments.providers import NotificationSignatureInvalid
+from payments.providers.sandbox import SandboxProvider
+from sandbox.delivery import encode_body
 
-FIXTURE = OrderFixture(user_id=7, product_id=3, sku="BENCH-1", price=1999, currency="CNY")
+FIXTURE = OrderFixture(
+    user_id=7, first_product_id=3, products=16, sku_prefix="BENCH-", price=1999, currency="CNY"
+)
 SCRIPT_PATH = Path("bench/out/order-create.sql")
 
 
@@ -105,13 +118,14 @@ def test_script_runs_the_writes_of_one_order_in_one_transaction_in_the_apps_orde
         if re.match(r"(BEGIN|COMMIT|INSERT|UPDATE|SELECT)", line)
     ]
 
+    # As order_create: the stock is taken last, so its row lock is held the shortest.
     assert statements == [
         "BEGIN;",
         "INSERT INTO idempotency_idempotencykey",
         "INSERT INTO orders_order",
-        "UPDATE orders_product SET stock = stock - 1 WHERE id = :product_id AND stock >= 1;",
         "INSERT INTO orders_orderline",
         "INSERT INTO orders_inventorymovement",
+        "UPDATE orders_product SET stock = stock - 1 WHERE id = :product_id AND stock >= 1;",
         "UPDATE idempotency_idempotencykey",
         "COMMIT;",
     ]
@@ -121,12 +135,52 @@ def test_script_uses_only_variables_it_defines():
     script = order_create_script(FIXTURE)
     defined = set(re.findall(r"^\\set (\w+)", script, re.MULTILINE))
     defined |= {"key_id", "lock_token", "order_id"}  # RETURNING ... \gset
+    defined |= {"client_id"}  # pgbench's own: the client's number, from 0
     # pgbench substitutes ":name" anywhere, string literals included; "::" is a cast.
     used = set(re.findall(r"(?<!:):([A-Za-z_]\w*)", script))
 
     assert used == defined
     assert "\\set user_id 7\n" in script
-    assert "\\set product_id 3\n" in script
+
+
+def _pgbench_sets(script: str, client_id: int) -> dict[str, int]:
+    """Evaluate the script's ``\\set`` lines (an integer, or ``a + b`` / ``a % b``)
+    as pgbench would for one client."""
+    values = {"client_id": client_id}
+
+    def term(token: str) -> int:
+        return values[token[1:]] if token.startswith(":") else int(token)
+
+    for name, expression in re.findall(r"^\\set (\w+) (.+)$", script, re.MULTILINE):
+        match expression.split():
+            case [single]:
+                values[name] = term(single)
+            case [left, "+", right]:
+                values[name] = term(left) + term(right)
+            case [left, "%", right]:
+                values[name] = term(left) % term(right)
+            case _:
+                raise AssertionError(f"unexpected pgbench expression {expression!r}")
+    return values
+
+
+def test_each_pgbench_client_buys_its_own_product_like_the_http_clients():
+    script = order_create_script(FIXTURE)
+
+    chosen = [_pgbench_sets(script, client) for client in range(16)]
+
+    assert [values["product_id"] for values in chosen] == list(range(3, 19))
+    assert [values["sku_number"] for values in chosen] == list(range(1, 17))  # BENCH-1..16
+    assert "'BENCH-' || :sku_number" in script
+    assert _pgbench_sets(script, 16)["product_id"] == 3  # more clients than products: shared
+
+
+def test_with_one_product_every_pgbench_client_buys_it():
+    script = order_create_script(replace(FIXTURE, products=1))
+
+    assert {_pgbench_sets(script, client)["product_id"] for client in range(16)} == {3}
+    with pytest.raises(ValueError, match="at least one product"):
+        order_create_script(replace(FIXTURE, products=0))
 
 
 def test_script_keys_and_numbers_are_unique_per_transaction():
@@ -140,7 +194,7 @@ def test_script_keys_and_numbers_are_unique_per_transaction():
 
 def test_script_refuses_values_that_would_need_quoting():
     with pytest.raises(ValueError, match="refusing to embed"):
-        order_create_script(OrderFixture(1, 1, "x'; DROP TABLE orders_order; --", 1, "CNY"))
+        order_create_script(replace(FIXTURE, sku_prefix="x'; DROP TABLE orders_order; --"))
 
 
 # --- pgbench command and output --------------------------------------------------------------
@@ -349,3 +403,140 @@ def test_a_figure_that_could_not_be_measured_reads_n_a():
     metric = Metric("r", "a ratio", ratio(1, 0), "x", Target(">=", 2.5))
 
     assert "| a ratio |   n/a | >= 2.5 | MISS    |" in metrics_table([metric])
+
+
+# --- Pay and callback suites: sizing, plans, phases, signatures ---------------------------
+
+
+def test_pre_created_rows_cover_the_rate_bound_for_warm_up_and_measurement():
+    assert fixtures.rows_needed(rate_bound=100, seconds=12, clients=16) == 75
+    assert fixtures.rows_needed(rate_bound=250, seconds=12, clients=16) == 188  # rounded up
+    assert fixtures.rows_needed(rate_bound=250, seconds=12) == 3000  # one pool for all
+    assert fixtures.rows_needed(rate_bound=1, seconds=0.1, clients=16) == 1
+
+
+def test_the_bench_queue_is_deleted_with_its_kombu_routing_keys():
+    assert fixtures.queue_keys("onceshop-bench-pay") == [
+        "onceshop-bench-pay",
+        "_kombu.binding.onceshop-bench-pay",
+        "_kombu.binding_permanent.onceshop-bench-pay",
+    ]
+
+
+def test_the_stopwatch_times_probed_functions_and_puts_them_back():
+    target = SimpleNamespace(work=lambda x: x * 2, phase=lambda record: record)
+    original = target.work
+    stopwatch = Stopwatch()
+    probes = [
+        Probe(target, "work", "work"),
+        Probe(target, "phase", lambda record: f"phase {record}"),  # label from the arguments
+    ]
+
+    with stopwatch.probing(probes):
+        assert target.work(21) == 42
+        target.phase(1), target.phase(2), target.phase(2)
+
+    assert target.work is original
+    assert set(stopwatch.seconds) == {"work", "phase 1", "phase 2"}
+    assert all(seconds >= 0 for seconds in stopwatch.seconds.values())
+
+
+def test_the_stopwatch_restores_even_when_the_block_raises():
+    target = SimpleNamespace(work=lambda: 1)
+    original = target.work
+
+    with pytest.raises(RuntimeError), Stopwatch().probing([Probe(target, "work", "w")]):
+        raise RuntimeError
+
+    assert target.work is original
+
+
+def test_phase_rows_give_the_remainder_and_show_nested_details_without_subtracting():
+    seconds = {"a": 0.2, "b": 0.5, "inside b": 0.1}
+
+    rows = phase_rows(
+        seconds,
+        phases=["a", "b"],
+        nested=["inside b"],
+        remainder="rest",
+        total_s=1.0,
+        iterations=10,
+    )
+
+    assert [(row.label, row.ms, row.share) for row in rows] == [
+        ("a", pytest.approx(20.0), pytest.approx(0.2)),
+        ("b", pytest.approx(50.0), pytest.approx(0.5)),
+        ("rest", pytest.approx(30.0), pytest.approx(0.3)),
+        ("- inside b", pytest.approx(10.0), pytest.approx(0.1)),
+    ]
+    with pytest.raises(ValueError, match="nothing was timed"):
+        phase_rows({}, phases=[], remainder="rest", total_s=0, iterations=1)
+
+
+def test_the_pinned_pay_query_count_is_read_from_the_test_that_pins_it():
+    assert pinned_constant("A = 1\nPAY_QUERIES = 30  # why\nB = PAY_QUERIES\n", "PAY_QUERIES") == 30
+    assert pinned_constant("PAY_QUERIES = compute()\n", "PAY_QUERIES") is None
+    assert isinstance(pinned_constant(QUERY_BUDGET_TEST.read_text(), "PAY_QUERIES"), int)
+
+
+def _payer(index: int) -> Payer:
+    return Payer(user_id=index, username=f"p{index}", token=f"t{index}")
+
+
+def test_each_pay_client_pays_its_own_orders_with_fresh_keys_until_it_has_none():
+    plan = pay.PayPlan(payers=[_payer(1), _payer(2)], orders=[["A1", "A2"], ["B1"]])
+    factory = pay.fresh_pays(plan)
+
+    first, second = factory(0, 0), factory(0, 1)
+    assert first is not None
+    assert second is not None
+    assert (first.path, second.path) == ("/api/v1/orders/A1/pay/", "/api/v1/orders/A2/pay/")
+    assert first.headers["Authorization"] == "Token t1"
+    assert first.headers["Idempotency-Key"] != second.headers["Idempotency-Key"]
+    assert first.expect_headers == {"Idempotent-Replayed": "false"}
+    assert factory(0, 2) is None  # out of orders: the client stops
+    assert plan.out_of_orders() == 1  # client 0; client 1 has not paid yet
+    assert [number for number, _ in plan.sent[0]] == ["A1", "A2"]
+
+
+def test_a_signed_bench_notification_is_accepted_by_the_shops_verifier():
+    attempt = Attempt(out_trade_no="P20260101ABCDEF", amount=1999, currency="CNY")
+    notice = callbacks.success_notice(attempt, paid_at=datetime(2026, 1, 1, tzinfo=UTC))
+    headers = callbacks.signed_headers(notice.body, secret="whsec-test")
+    verifier = SandboxProvider(
+        base_url="http://unused", api_key="k", timeout_s=1, webhook_secrets=["whsec-test"]
+    )
+
+    notification = verifier.verify_notification(headers=headers, raw_body=notice.body)
+
+    assert notification.notify_id == notice.notify_id
+    assert (notification.out_trade_no, notification.amount) == ("P20260101ABCDEF", 1999)
+    assert notification.trade_status == "SUCCESS"
+    assert notice.body == encode_body(json.loads(notice.body))  # the sandbox's exact bytes
+    with pytest.raises(NotificationSignatureInvalid):
+        verifier.verify_notification(headers=headers, raw_body=notice.body + b" ")
+
+
+def test_callback_clients_take_notifications_from_one_pool_until_it_is_empty():
+    notices = [callbacks.Notice("N1", b"{}"), callbacks.Notice("N2", b"[]")]
+    plan = callbacks.CallbackPlan(pool=deque(notices), secret="s", clients=2)
+    factory = callbacks.fresh_notifications(plan)
+
+    request = factory(1, 0)
+    assert request is not None
+    assert request.body == b"{}"
+    assert request.headers["Sandbox-Signature"].startswith("t=")
+    assert factory(0, 0) is not None
+    assert factory(0, 1) is None  # the pool is empty: every client stops
+    assert plan.sent == [[notices[1]], [notices[0]]]  # each client keeps what it sent
+    assert (plan.size, len(plan.pool)) == (2, 0)
+
+
+def test_order_clients_spread_over_the_catalogue_or_share_the_hot_product():
+    spread = [f"BENCH-{i}" for i in range(1, 17)]
+
+    assert [orders.client_sku(spread, client) for client in (0, 15)] == ["BENCH-1", "BENCH-16"]
+    assert {orders.client_sku(["BENCH-HOT"], client) for client in range(16)} == {"BENCH-HOT"}
+    assert json.loads(orders.order_body("BENCH-3")) == {
+        "lines": [{"sku": "BENCH-3", "quantity": 1}]
+    }
