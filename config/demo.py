@@ -24,6 +24,10 @@ from pathlib import Path
 from config.embedded import VAR_DIR
 
 PORT = os.environ.get("PORT", "8000")
+# The provider gets its own server, as a third party would have: if the shop called
+# /sandbox on its own server, enough concurrent pays would fill every thread with a
+# request waiting for a free thread to answer it, until each timed out.
+PROVIDER_PORT = os.environ.get("PROVIDER_PORT", str(int(PORT) + 1))
 # Where the supervisor publishes the worker's pid (and process group) for the chaos
 # panel. Under the var dir, so two demos with their own ONCESHOP_VAR_DIR never meet.
 WORKER_PIDFILE = VAR_DIR / "worker.pid"
@@ -86,27 +90,28 @@ def _write_pidfile(path: Path, pid: int) -> None:
     partial.replace(path)
 
 
+def _gunicorn(bin_dir: str, port: str) -> list[str]:
+    # gthread: threads, so a slow provider call blocks one thread, not a worker.
+    return [
+        os.path.join(bin_dir, "gunicorn"),
+        "config.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--worker-class",
+        "gthread",
+        "--workers",
+        "2",
+        "--threads",
+        "8",
+        "--timeout",
+        "60",
+    ]
+
+
 def _children(bin_dir: str) -> list[Child]:
     return [
-        # gthread: the shop calls the sandbox on this same server in the demo, so a
-        # pay request must never wait for a worker that is busy with itself.
-        Child(
-            "web",
-            [
-                os.path.join(bin_dir, "gunicorn"),
-                "config.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{PORT}",
-                "--worker-class",
-                "gthread",
-                "--workers",
-                "2",
-                "--threads",
-                "8",
-                "--timeout",
-                "60",
-            ],
-        ),
+        Child("web", _gunicorn(bin_dir, PORT)),
+        Child("provider", _gunicorn(bin_dir, PROVIDER_PORT)),
         Child(
             "worker",
             [
@@ -202,7 +207,7 @@ def _stop(children: list[Child]) -> None:
 def main() -> int:
     os.environ.setdefault("DEMO_MODE", "true")
     os.environ.setdefault("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}")
-    os.environ.setdefault("PROVIDER_BASE_URL", f"http://127.0.0.1:{PORT}/sandbox")
+    os.environ.setdefault("PROVIDER_BASE_URL", f"http://127.0.0.1:{PROVIDER_PORT}/sandbox")
     _manage("migrate", "--no-input", "-v", "0")
     _manage("collectstatic", "--no-input", "-v", "0")
     _manage("seed_demo")

@@ -247,9 +247,9 @@ ORDER_MAX_LINES = 50
 ORDER_MAX_QUANTITY = 1000
 
 # --- Payments provider ----------------------------------------------------------
-# Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/ in
-# the demo). The shop talks to it only over HTTP, so it can run elsewhere.
-PROVIDER_BASE_URL = env_str("PROVIDER_BASE_URL", "http://127.0.0.1:8000/sandbox").rstrip("/")
+# Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/; the
+# demo serves it on its own port, PORT + 1). The shop talks to it only over HTTP.
+PROVIDER_BASE_URL = env_str("PROVIDER_BASE_URL", "http://127.0.0.1:8001/sandbox").rstrip("/")
 # Connect/read timeout of every provider call. Well below IDEMPOTENCY_LOCK_TIMEOUT,
 # so a request waiting on the provider never looks abandoned while it still runs.
 PROVIDER_TIMEOUT_S = env_float("PROVIDER_TIMEOUT_S", 5.0)

@@ -3,9 +3,9 @@
 DRF's built-in ``UserRateThrottle`` keeps every request time of the window in
 one cache entry and reads and rewrites the whole list on each request, so its
 cost grows with the caller's traffic. This one counts requests in fixed windows:
-one ``SET NX`` and one ``INCR`` per request, whatever the rate. The price is the
-usual fixed-window edge (up to twice the rate across a window boundary), which
-is fine for a guard against runaway clients.
+``SET NX EX`` and ``INCR`` in one pipelined round trip to Redis, whatever the
+rate. The price is the usual fixed-window edge (up to twice the rate across a
+window boundary), which is fine for a guard against runaway clients.
 """
 
 from __future__ import annotations
@@ -13,9 +13,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.cache import cache
+import redis
+from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
+
+_redis: redis.Redis | None = None
+
+
+def _client() -> redis.Redis:
+    global _redis  # one connection pool per process, made on first use
+    if _redis is None:
+        _redis = redis.Redis.from_url(settings.REDIS_URL)
+    return _redis
 
 
 class UserRateThrottle(SimpleRateThrottle):
@@ -31,8 +41,10 @@ class UserRateThrottle(SimpleRateThrottle):
             return True
         now = time.time()
         key = self.window_key(request, view, now=now)
-        cache.add(key, 0, timeout=duration + 1)  # SET NX: the window's counter
-        count = cache.incr(key)
+        pipe = _client().pipeline(transaction=False)
+        pipe.set(key, 0, ex=duration + 1, nx=True)  # the window's counter, if new
+        pipe.incr(key)
+        _, count = pipe.execute()
         self._wait = duration - (now % duration)
         return count <= limit
 

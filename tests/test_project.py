@@ -46,10 +46,10 @@ def test_docker_compose_parses_and_has_every_service_with_a_health_check():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
     services = compose["services"]
-    assert set(services) == {"postgres", "redis", "web", "worker", "beat"}
-    for name in ("postgres", "redis", "web"):
+    assert set(services) == {"postgres", "redis", "web", "provider", "worker", "beat"}
+    for name in ("postgres", "redis", "web", "provider"):
         assert "healthcheck" in services[name], name
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "provider", "worker", "beat"):
         env = services[name]["environment"]
         assert env["DATABASE_URL"].startswith("postgres://")
         assert env["REDIS_URL"].startswith("redis://")

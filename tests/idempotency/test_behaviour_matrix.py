@@ -8,7 +8,8 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.core.cache import cache
+import redis
+from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
@@ -90,7 +91,9 @@ def test_forbidden_is_403_and_not_stored(user, product):
 def test_throttled_is_429_and_not_stored(create_order, user, monkeypatch):
     monkeypatch.setattr(UserRateThrottle, "rate", "1/hour", raising=False)
     # A fresh window for this user (ids repeat across test runs; Redis outlives them).
-    cache.delete_many([f"throttle:user:{user.pk}:{int(time.time() // 3600)}"])
+    redis.Redis.from_url(settings.REDIS_URL).delete(
+        f"throttle:user:{user.pk}:{int(time.time() // 3600)}"
+    )
     first = create_order(key=new_key())
 
     second = create_order(key=(throttled_key := new_key()))
