@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -36,6 +37,9 @@ PG_DIR = VAR_DIR / "pg"
 REDIS_DIR = VAR_DIR / "redis"
 DATABASE_NAME = "onceshop"
 
+# initdb's default is 100; the concurrency tests open 100 connections at once on
+# top of the suite's own (live server, worker), so the embedded server allows more.
+MAX_CONNECTIONS = 200
 # Unix socket paths are limited to ~107 bytes; a deep checkout would overflow it.
 _SOCKET_PATH_LIMIT = 100
 
@@ -120,12 +124,23 @@ def start_postgres() -> Service:
     # cleanup_mode="stop": pgserver stops the server when the last process holding
     # a handle exits, so a second run sharing it does not pull it from under us.
     server = pgserver.get_server(PG_DIR, cleanup_mode="stop")
+    if _max_connections(server) < MAX_CONNECTIONS:
+        # Takes a restart: once, on a fresh data directory (the setting persists).
+        server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
+        server.cleanup()
+        server = pgserver.get_server(PG_DIR, cleanup_mode="stop")
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")  # noqa: S608
     if "1 row" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE_NAME};")
     socket_dir = server.get_postmaster_info().socket_dir
     url = f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{DATABASE_NAME}"
     return Service(url=url, stop=server.cleanup)
+
+
+def _max_connections(server: Any) -> int:
+    # psql's aligned output: a header, a rule, the value, and "(1 row)".
+    values = [line.strip() for line in server.psql("SHOW max_connections;").splitlines()]
+    return next(int(value) for value in values if value.isdigit())
 
 
 def ensure_environment() -> list[Service]:

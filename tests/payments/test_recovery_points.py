@@ -18,6 +18,7 @@ from payments.providers import get_provider
 from payments.services import payment_create, provider_idempotency_key
 from tests.assertions import assert_paid_once
 from tests.conftest import new_key
+from tests.injection import crash_on
 from tests.processes import run_django
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -92,19 +93,6 @@ def test_finished_replays(pay, order, user, wallet):
 
 
 # --- Crashes by exception ------------------------------------------------------------
-
-
-def crash_on(prefix: str):
-    """An execute wrapper that fails the first statement starting with ``prefix``."""
-    fired: list[str] = []
-
-    def wrapper(execute, sql, params, many, context):
-        if sql.startswith(prefix) and not fired:
-            fired.append(sql)
-            raise ConnectionResetError(f"injected before: {prefix}")
-        return execute(sql, params, many, context)
-
-    return wrapper
 
 
 def test_exception_after_phase_one_then_same_key_pays_once(pay, order, user, wallet):

@@ -29,24 +29,12 @@ from reconcile.services.payments import backoff_delay_s
 from tests.assertions import assert_paid_once
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
+from tests.injection import crash_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 # --- How an attempt becomes unknown ------------------------------------------------------
-
-
-def crash_on(prefix: str):
-    """An execute wrapper that fails the first statement starting with ``prefix``."""
-    fired: list[str] = []
-
-    def wrapper(execute, sql, params, many, context):
-        if sql.startswith(prefix) and not fired:
-            fired.append(sql)
-            raise ConnectionResetError(f"injected before: {prefix}")
-        return execute(sql, params, many, context)
-
-    return wrapper
 
 
 @dataclass(frozen=True)
