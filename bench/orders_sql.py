@@ -73,7 +73,8 @@ def _response_body(fixture: OrderFixture) -> str:
     before, rest = text.split("@NUMBER@")
     middle, after = rest.split("@SKU@")
     sku = SKU_SQL.format(prefix=_literal(fixture.sku_prefix))
-    return f"CAST('{before}' || {NUMBER_SQL} || '{middle}' || {sku} || '{after}' AS jsonb)"
+    # Text, as the app stores it: the JSON exactly as it was sent.
+    return f"('{before}' || {NUMBER_SQL} || '{middle}' || {sku} || '{after}')"
 
 
 def _response_headers(fixture: OrderFixture) -> str:
@@ -98,9 +99,9 @@ def order_create_script(fixture: OrderFixture) -> str:
 BEGIN;
 INSERT INTO idempotency_idempotencykey
     (user_id, key, fingerprint, method, path, recovery_point, lock_token, locked_at,
-     response_headers, resource_type, created_at)
+     response_body, response_headers, resource_type, created_at)
     VALUES (:user_id, {KEY_SQL}, {FINGERPRINT}, 'POST', {path}, 'started',
-     gen_random_uuid(), now(), '{{}}', '', now())
+     gen_random_uuid(), now(), '', '{{}}', '', now())
     RETURNING id AS key_id, lock_token \\gset
 INSERT INTO orders_order (number, user_id, status, amount, currency, idempotency_key, created_at)
     VALUES ({NUMBER_SQL}, :user_id, 'UNPAID', :price, {currency}, {KEY_SQL}, now())

@@ -52,7 +52,7 @@ _SEED_SQL = """
         response_status, response_body, response_headers, resource_type, resource_id,
         created_at, finished_at)
     SELECT %(user)s, %(prefix)s::text || g::text, repeat('0', 64), 'POST', '/api/v1/orders/',
-        %(point)s, NULL, NULL, %(status)s, %(body)s::jsonb, '{}'::jsonb, 'order', g,
+        %(point)s, NULL, NULL, %(status)s, %(body)s, '{}'::jsonb, 'order', g,
         %(at)s::timestamptz - g * interval '1 millisecond',
         %(finished)s::timestamptz - g * interval '1 millisecond'
     FROM generate_series(%(start)s, %(stop)s) AS g
@@ -74,7 +74,7 @@ def seed(*, user_id: int, expired: int) -> None:
         ("expired-", "finished", 201, body, old, old, expired),
         ("fresh-", "finished", 201, body, now, now, FRESH),
         # Unfinished and as old as the expired ones: a reaper must never take these.
-        ("unfinished-", "payment_created", None, None, old, None, UNFINISHED),
+        ("unfinished-", "payment_created", None, "", old, None, UNFINISHED),
     ]
     with connection.cursor() as cursor:
         for prefix, point, status, response, at, finished, count in batches:

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -224,7 +225,7 @@ def _apply(record: IdempotencyKey, result: PhaseResult) -> dict[str, Any]:
             changes = {
                 "recovery_point": RecoveryPoint.FINISHED,
                 "response_status": result.status,
-                "response_body": result.body,
+                "response_body": json.dumps(result.body, cls=DjangoJSONEncoder),
                 "response_headers": result.headers,
                 "resource_type": result.resource_type,
                 "resource_id": result.resource_id,
@@ -373,7 +374,7 @@ def _outcome(record: IdempotencyKey, *, replayed: bool) -> Outcome:
     assert record.response_status is not None
     return Outcome(
         status=record.response_status,
-        body=record.response_body,
+        body=json.loads(record.response_body),
         headers=dict(record.response_headers),
         replayed=replayed,
     )

@@ -41,7 +41,9 @@ class IdempotencyKey(models.Model):
     locked_at = models.DateTimeField(null=True, blank=True)
 
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True)
+    # The JSON text exactly as first rendered (not jsonb, which reorders keys): a
+    # replay is the same bytes as the first answer, not merely equal JSON.
+    response_body = models.TextField(blank=True, default="")
     response_headers = models.JSONField(default=dict, blank=True)
     # The business object this request made (audit invariant 4).
     resource_type = models.CharField(max_length=32, blank=True, default="")
