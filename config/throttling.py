@@ -13,19 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import redis
-from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-_redis: redis.Redis | None = None
-
-
-def _client() -> redis.Redis:
-    global _redis  # one connection pool per process, made on first use
-    if _redis is None:
-        _redis = redis.Redis.from_url(settings.REDIS_URL)
-    return _redis
+from config.redis import redis_client
 
 
 class UserRateThrottle(SimpleRateThrottle):
@@ -41,7 +32,7 @@ class UserRateThrottle(SimpleRateThrottle):
             return True
         now = time.time()
         key = self.window_key(request, view, now=now)
-        pipe = _client().pipeline(transaction=False)
+        pipe = redis_client().pipeline(transaction=False)
         pipe.set(key, 0, ex=duration + 1, nx=True)  # the window's counter, if new
         pipe.incr(key)
         _, count = pipe.execute()

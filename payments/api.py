@@ -45,10 +45,10 @@ class OrderPayApi(IdempotentApi):
     def post(self, request: Request, number: str) -> Response:
         EmptyInputSerializer(data=request.data).is_valid(raise_exception=True)
         user_id = current_user_id(request)
-        provider = get_provider()
+        # The provider client is made inside the flow: a replay never needs it.
         return self.idempotent(
             request,
             lambda record: order_pay_flow(
-                record, user_id=user_id, order_number=number, provider=provider
+                record, user_id=user_id, order_number=number, provider=get_provider()
             ),
         )

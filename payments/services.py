@@ -93,7 +93,7 @@ class SettleResult:
 
 
 class _Conflict(Exception):
-    pass
+    """The provider's account contradicts ours: roll the settlement back, report it."""
 
 
 def payment_settle(*, payment_id: int, result: ChargeResult) -> SettleResult:

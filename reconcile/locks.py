@@ -18,14 +18,14 @@ runners from wasting work on each other.
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import redis
 from django.conf import settings
+
+from config.redis import redis_client
 
 # Deletes the key only if it still holds our token; returns 1 if it did, else 0.
 # One script, so the compare and the delete are one atomic step inside Redis.
@@ -48,17 +48,6 @@ class RunnerLock:
     token: str
 
 
-@functools.cache
-def _client(url: str) -> redis.Redis:
-    # One client (and connection pool) per process and URL; redis-py's client is
-    # thread-safe, so the beat's and the command's threads share it.
-    return redis.Redis.from_url(url)
-
-
-def _redis() -> redis.Redis:
-    return _client(settings.REDIS_URL)
-
-
 def lock_key(name: str) -> str:
     """The Redis key of job ``name``.
 
@@ -73,13 +62,13 @@ def lock_acquire(*, name: str, ttl_s: float | None = None) -> RunnerLock | None:
     """Take the lock of job ``name`` for ``ttl_s`` (RECONCILE_LOCK_TTL_S); None if held."""
     ttl = settings.RECONCILE_LOCK_TTL_S if ttl_s is None else ttl_s
     lock = RunnerLock(key=lock_key(name), token=secrets.token_hex(TOKEN_BYTES))
-    taken = _redis().set(lock.key, lock.token, nx=True, px=max(1, round(ttl * 1000)))
+    taken = redis_client().set(lock.key, lock.token, nx=True, px=max(1, round(ttl * 1000)))
     return lock if taken else None
 
 
 def lock_release(*, lock: RunnerLock) -> bool:
     """Give the lock back if it is still ours. False: it expired (and maybe moved on)."""
-    released = _redis().eval(RELEASE_SCRIPT, 1, lock.key, lock.token)
+    released = redis_client().eval(RELEASE_SCRIPT, 1, lock.key, lock.token)
     return bool(released)
 
 

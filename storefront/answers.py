@@ -16,6 +16,7 @@ from typing import Any
 
 from config.errors import ApplicationError, ConcurrentUpdate, InternalError, LockTimeout
 from idempotency.core import Outcome
+from idempotency.drf import REPLAYED_HEADER
 from idempotency.errors import (
     IdempotencyKeyInUse,
     IdempotencyKeyInvalid,
@@ -25,8 +26,6 @@ from idempotency.errors import (
 from orders.errors import OrderKeyReused, OutOfStock, UnknownSku
 from payments.errors import OrderNotPayable, PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
 from storefront.errors import CheckoutTokenInvalid, CheckoutUnavailable
-
-REPLAYED_HEADER = "Idempotent-Replayed"
 
 # The answers after which the right move is the SAME key again, later (DESIGN.md 4):
 # the first request is still running, or nobody knows yet what happened. Every

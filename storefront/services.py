@@ -14,15 +14,14 @@ one-time token the server issued, and submitting consumes it atomically.
 from __future__ import annotations
 
 import enum
-import functools
 import secrets
 from collections.abc import Callable, Sequence
 
 import redis
-from django.conf import settings
 from django.urls import reverse
 
 from config.errors import as_application_error
+from config.redis import redis_client
 from idempotency.core import KeyRequest, execute
 from idempotency.drf import parse_idempotency_key
 from idempotency.models import IdempotencyKey
@@ -43,13 +42,6 @@ CHECKOUT_TOKEN_TTL_S = 30 * 60
 CHECKOUT_TOKEN_BYTES = 32
 
 
-@functools.cache
-def _redis() -> redis.Redis:
-    # One client (and connection pool) per process; REDIS_URL may be a unix:// socket
-    # (the embedded Redis), which redis-py's from_url understands.
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-
-
 def _token_key(*, session_key: str, token: str) -> str:
     # The session is part of the name: a token is only ever found by the session it
     # was issued to. Logging in again rotates the session key, so forms shown before
@@ -68,7 +60,7 @@ def checkout_token_issue(*, session_key: str, user_id: int) -> str:
         # SET NX EX in ONE command: the expiry can never be missing (SETNX followed by
         # EXPIRE leaves an immortal key if the process dies between them), and NX
         # never overwrites a token that somehow exists already.
-        stored = _redis().set(
+        stored = redis_client().set(
             _token_key(session_key=session_key, token=token),
             str(user_id),
             nx=True,
@@ -112,7 +104,7 @@ def checkout_token_consume(*, session_key: str, user_id: int, token: str) -> Tok
     try:
         # The receipt lives as long as a token may: after that, the key's record in the
         # database (kept IDEMPOTENCY_KEY_TTL) still replays a reload of the form.
-        taken, owner = _redis().eval(_CONSUME, 2, *keys, CHECKOUT_TOKEN_TTL_S)
+        taken, owner = redis_client().eval(_CONSUME, 2, *keys, CHECKOUT_TOKEN_TTL_S)
     except redis.RedisError as error:
         raise CheckoutUnavailable() from error
     if owner is None or owner.decode() != str(user_id):
