@@ -12,7 +12,7 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_database_url() -> str:
+def child_database_url() -> str:
     """A URL for the database this test run uses (test_<name>), for child processes."""
     settings = connection.settings_dict
     host = quote(settings["HOST"] or "", safe="")
@@ -30,7 +30,7 @@ def run_django(
         cwd=ROOT,
         env={
             **os.environ,
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": child_database_url(),
             "DJANGO_SETTINGS_MODULE": "config.settings",
             **(env or {}),
         },

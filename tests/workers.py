@@ -14,7 +14,7 @@ import psutil
 import redis
 from django.conf import settings
 
-from tests.processes import ROOT, test_database_url
+from tests.processes import ROOT, child_database_url
 
 WORKER_START_TIMEOUT_S = 60
 # The tests' own queue on the real broker: nothing else publishes to it or reads it.
@@ -61,7 +61,7 @@ def start_worker() -> Iterator[Worker]:
     broker.delete(TEST_QUEUE)  # no stale message from earlier tests reaches this worker
     env = {
         **os.environ,
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": child_database_url(),
         "CELERY_QUEUE": TEST_QUEUE,
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }

@@ -1,0 +1,63 @@
+"""Database contention never leaks as a raw 500: a lock timeout is 503, an aborted
+transaction (serialization failure, deadlock) is 409, both safe to retry."""
+
+import psycopg
+import pytest
+from django.db import OperationalError, connection
+from psycopg import errors as pg_errors
+
+from config.errors import ConcurrentUpdate, LockTimeout, as_application_error
+from idempotency.models import IdempotencyKey
+from orders.models import Order
+from tests.conftest import new_key
+from tests.processes import child_database_url
+
+
+def wrapped(cause: Exception) -> OperationalError:
+    """How Django hands a driver error up: its own class, the driver's as the cause."""
+    error = OperationalError(str(cause))
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected", "status"),
+    [
+        (pg_errors.LockNotAvailable("lock timeout"), LockTimeout, 503),
+        (pg_errors.SerializationFailure("could not serialize"), ConcurrentUpdate, 409),
+        (pg_errors.DeadlockDetected("deadlock detected"), ConcurrentUpdate, 409),
+    ],
+)
+def test_contention_errors_map_to_retryable_answers(cause, expected, status):
+    error = as_application_error(wrapped(cause))
+
+    assert isinstance(error, expected)
+    assert error.status == status
+    assert error.headers["Retry-After"] == "1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_lock_held_too_long_is_503_lock_timeout_and_nothing_is_stored(create_order, product):
+    # Given another transaction holding the product's row lock
+    holder = psycopg.connect(child_database_url())
+    holder.execute("SELECT 1 FROM orders_product WHERE id = %s FOR UPDATE", [product.pk])
+    key = new_key()
+    try:
+        # When an order needs that row, with a short lock timeout on our connection
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '200ms'")
+        blocked = create_order(key=key)
+    finally:
+        holder.rollback()
+        holder.close()
+
+    # Then a clear, retryable 503, and the whole phase (key included) rolled back
+    assert blocked.status_code == 503
+    assert blocked["Content-Type"] == "application/problem+json"
+    assert blocked.json()["code"] == "lock-timeout"
+    assert blocked["Retry-After"] == "1"
+    assert not IdempotencyKey.objects.filter(key=key).exists()
+    assert Order.objects.count() == 0
+    # And the same key succeeds once the lock is gone
+    assert create_order(key=key).status_code == 201
