@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 
@@ -35,7 +35,7 @@ class Product(models.Model):
 
 
 class Order(ConcurrentTransitionMixin, models.Model):
-    """An order and its state machine: UNPAID -> PAID, UNPAID -> CANCELLED.
+    """An order and its state machine: UNPAID -> PAID -> REFUNDED, UNPAID -> CANCELLED.
 
     The status is protected (no direct assignment) and every transition is saved
     as ``UPDATE ... WHERE status = <source>`` (ConcurrentTransitionMixin): of two
@@ -47,6 +47,7 @@ class Order(ConcurrentTransitionMixin, models.Model):
         UNPAID = "UNPAID"
         PAID = "PAID"
         CANCELLED = "CANCELLED"
+        REFUNDED = "REFUNDED"  # every minor unit of the capture went back to the payer
 
     number = models.CharField(max_length=32, unique=True)
     user = models.ForeignKey(
@@ -61,12 +62,20 @@ class Order(ConcurrentTransitionMixin, models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True)
     paid_at = models.DateTimeField(null=True, blank=True)
+    # What successful refunds gave back so far. Changed only by one conditional
+    # UPDATE (``refunded_amount + x <= amount``, payments' refund_settle), and the
+    # database refuses more than the amount even if a bug tried.
+    refunded_amount = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["user", "idempotency_key"], name="order_one_per_user_key"
+            ),
+            models.CheckConstraint(
+                condition=Q(refunded_amount__lte=F("amount")),
+                name="order_refunds_never_exceed_amount",
             ),
         ]
 
@@ -80,6 +89,15 @@ class Order(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=Status.UNPAID, target=Status.CANCELLED)
     def cancel(self) -> None:
         """Stock is released by the service that calls this, once per line."""
+
+    def is_fully_refunded(self) -> bool:
+        return self.refunded_amount == self.amount
+
+    @transition(
+        field=status, source=Status.PAID, target=Status.REFUNDED, conditions=[is_fully_refunded]
+    )
+    def mark_refunded(self) -> None:
+        """Only once the whole amount went back: a partial refund leaves the order PAID."""
 
 
 class OrderLine(models.Model):

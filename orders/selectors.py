@@ -11,7 +11,7 @@ def product_list() -> QuerySet[Product]:
 
 
 def order_list(*, user_id: int) -> QuerySet[Order]:
-    return Order.objects.filter(user_id=user_id).prefetch_related("lines", "payments")
+    return Order.objects.filter(user_id=user_id).prefetch_related("lines", "payments", "refunds")
 
 
 def order_get(*, user_id: int, number: str) -> Order:

@@ -23,9 +23,20 @@ class PaymentSummarySerializer(serializers.Serializer):
     trade_no = serializers.CharField(allow_null=True)
 
 
+class RefundSummarySerializer(serializers.Serializer):
+    """One refund attempt of the order (payments/ owns the model)."""
+
+    refund_no = serializers.CharField()
+    status = serializers.CharField()
+    amount = serializers.IntegerField()
+    reason = serializers.CharField()
+    refund_id = serializers.CharField(allow_null=True)
+
+
 class OrderOutputSerializer(serializers.ModelSerializer[Order]):
     lines = OrderLineOutputSerializer(many=True, read_only=True)
     payments = PaymentSummarySerializer(many=True, read_only=True)
+    refunds = RefundSummarySerializer(many=True, read_only=True)
 
     class Meta:
         model = Order
@@ -36,6 +47,8 @@ class OrderOutputSerializer(serializers.ModelSerializer[Order]):
             "currency",
             "lines",
             "payments",
+            "refunded_amount",
+            "refunds",
             "created_at",
             "paid_at",
         ]
@@ -43,5 +56,5 @@ class OrderOutputSerializer(serializers.ModelSerializer[Order]):
 
 def order_representation(*, order_id: int) -> Any:
     """The order as the API shows it, read fresh (after a phase changed it)."""
-    order = Order.objects.prefetch_related("lines", "payments").get(pk=order_id)
+    order = Order.objects.prefetch_related("lines", "payments", "refunds").get(pk=order_id)
     return OrderOutputSerializer(order).data

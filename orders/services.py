@@ -125,7 +125,7 @@ def order_create(
     # Hand the rows we just wrote to whoever renders the order (the answer is
     # built inside the transaction, under the stock locks): reading them back
     # would cost two queries, and a new order has no payments.
-    order._prefetched_objects_cache = {"lines": order_lines, "payments": []}
+    order._prefetched_objects_cache = {"lines": order_lines, "payments": [], "refunds": []}
     return order
 
 

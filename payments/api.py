@@ -1,6 +1,7 @@
-"""POST /api/v1/orders/{number}/pay/: thin; the flow is in payments/flows.py."""
+"""POST /api/v1/orders/{number}/pay/ and .../refunds/: thin; the flows are in payments/flows.py."""
 
 from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -9,8 +10,9 @@ from config.openapi import ProblemSerializer
 from idempotency.drf import IdempotentApi, idempotent_schema
 from orders.api import EmptyInputSerializer
 from orders.serializers import OrderOutputSerializer
-from payments.flows import order_pay_flow
+from payments.flows import order_pay_flow, order_refund_flow
 from payments.providers import get_provider
+from payments.refunds import RefundRequest
 
 
 class OrderPayApi(IdempotentApi):
@@ -50,5 +52,55 @@ class OrderPayApi(IdempotentApi):
             request,
             lambda record: order_pay_flow(
                 record, user_id=user_id, order_number=number, provider=get_provider()
+            ),
+        )
+
+
+class OrderRefundApi(IdempotentApi):
+    class InputSerializer(serializers.Serializer):
+        # Absent: the whole refundable rest. Capped like a product price: larger is a typo.
+        amount = serializers.IntegerField(min_value=1, max_value=10**12, required=False)
+        reason = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+    @idempotent_schema(
+        request=InputSerializer,
+        summary="Refund an order (owner or staff)",
+        responses={
+            200: OrderOutputSerializer,
+            402: OpenApiResponse(
+                ProblemSerializer,
+                description="`refund-declined` (stored and replayed; refund again with a new key)",
+            ),
+            409: OpenApiResponse(
+                ProblemSerializer,
+                description=(
+                    "`order-not-refundable` (not PAID, or a refund in progress; stored), "
+                    "`refund-exceeds-paid` (more than is left to refund; stored) or "
+                    "`idempotency-key-in-use`"
+                ),
+            ),
+            503: OpenApiResponse(
+                ProblemSerializer,
+                description=(
+                    "`refund-outcome-unknown`: the provider did not answer; retry with the SAME "
+                    "key after `Retry-After` seconds (never refunded twice)"
+                ),
+            ),
+        },
+    )
+    def post(self, request: Request, number: str) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        refund_request = RefundRequest(
+            user_id=current_user_id(request),
+            is_staff=request.user.is_staff,
+            order_number=number,
+            amount=serializer.validated_data.get("amount"),
+            reason=serializer.validated_data.get("reason", ""),
+        )
+        return self.idempotent(
+            request,
+            lambda record: order_refund_flow(
+                record, request=refund_request, provider=get_provider()
             ),
         )

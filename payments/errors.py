@@ -58,3 +58,57 @@ class PaymentOutcomeUnknown(ApplicationError):
         # Long enough for a provider hiccup to pass; the reconciler resolves the
         # attempt after RECONCILE_AFTER_S even if the client never comes back.
         self.headers["Retry-After"] = "2"
+
+
+# --- Refunds ---------------------------------------------------------------------
+
+
+class OrderNotRefundable(ApplicationError):
+    """The order is not PAID (unpaid, cancelled, refunded), or a refund of it is in flight."""
+
+    status = 409
+    code = "order-not-refundable"
+    title = "Order not refundable"
+    default_detail = "This order cannot be refunded now."
+    final = True
+
+
+class RefundExceedsPaid(ApplicationError):
+    """More than what is left to refund (``amount - refunded_amount``) was asked for."""
+
+    status = 409
+    code = "refund-exceeds-paid"
+    title = "Refund exceeds what was paid"
+    default_detail = "The refund is larger than what is left to refund of this order."
+    final = True
+
+
+class RefundDeclined(ApplicationError):
+    """The provider declined the refund. Stored: refund again with a new key to retry."""
+
+    status = 402
+    code = "refund-declined"
+    title = "Refund declined"
+    default_detail = "The provider declined the refund; nothing was given back."
+    final = True
+
+
+class RefundOutcomeUnknown(ApplicationError):
+    """The provider timed out or failed: we do not know yet whether it refunded.
+
+    Not final: nothing is stored, the key keeps its recovery point, and a retry
+    with the SAME key asks the provider first (never refunds twice).
+    """
+
+    status = 503
+    code = "refund-outcome-unknown"
+    title = "Refund outcome unknown"
+    default_detail = (
+        "The payment provider did not answer in time; we do not know yet whether the "
+        "refund went through. Retry with the same Idempotency-Key: it is never made twice."
+    )
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        # As for payments: a provider hiccup passes; the reconciler resolves it anyway.
+        self.headers["Retry-After"] = "2"

@@ -1,4 +1,4 @@
-"""Payment attempts and the ledger (the capture record)."""
+"""Payment attempts, refund attempts and the ledger (every movement of money)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,11 @@ class PaymentStatus(models.TextChoices):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"  # declined, or fenced (closed) at the provider
     UNKNOWN = "UNKNOWN"  # the provider timed out or failed: reconcile, never guess
+    # The provider captured it, but the order could not take the money (paid by
+    # another attempt, cancelled, expired, refunded, or another amount): booked
+    # as an orphaned capture and refunded automatically. Neither live nor
+    # SUCCEEDED, so "one live attempt" and "one capture per PAID order" hold.
+    ORPHANED = "ORPHANED"
 
 
 # A live attempt blocks another one on the same order (and blocks cancelling it).
@@ -71,20 +76,151 @@ class Payment(models.Model):
         return f"{self.out_trade_no} ({self.status})"
 
 
-class LedgerEntry(models.Model):
-    """Money captured for an order: exactly one per PAID order, one per provider charge."""
+class RefundAttemptStatus(models.TextChoices):
+    PENDING = "PENDING"  # created; the provider is being (or about to be) asked
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"  # the provider declined it
+    UNKNOWN = "UNKNOWN"  # the provider timed out or failed: reconcile, never guess
 
-    order = models.OneToOneField(
-        "orders.Order", on_delete=models.PROTECT, related_name="ledger_entry"
+
+UNSETTLED_REFUND_STATUSES = (RefundAttemptStatus.PENDING, RefundAttemptStatus.UNKNOWN)
+# What the automatic refund of an orphaned capture carries as its reason.
+ORPHANED_CAPTURE_REASON = "orphaned-capture"
+
+
+class Refund(models.Model):
+    """One attempt to give money back at the provider: the pay attempt's mirror image.
+
+    ``refund_no`` is our reference (the provider's ``out_refund_no``), unique;
+    ``refund_id`` is the provider's id for the refund, unique once known. At
+    most one refund per order is in flight (pending or unknown): a second one
+    finds the partial unique index in its way, so two refunds never race for
+    the same refundable rest.
+
+    ``order`` is NULL for the refund of an orphaned capture: that money was never
+    the order's, and the order's ``refunded_amount`` never counts it. ``payment``
+    is always the captured attempt the money comes back from.
+    """
+
+    Status = RefundAttemptStatus
+
+    order = models.ForeignKey(
+        "orders.Order", on_delete=models.PROTECT, null=True, blank=True, related_name="refunds"
     )
-    payment = models.OneToOneField(Payment, on_delete=models.PROTECT, related_name="ledger_entry")
-    trade_no = models.CharField(max_length=64, unique=True)
+    payment = models.ForeignKey(Payment, on_delete=models.PROTECT, related_name="refunds")
+    refund_no = models.CharField(max_length=64, unique=True)
+    refund_id = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    amount = models.PositiveBigIntegerField()
+    currency = models.CharField(max_length=3)
+    reason = models.CharField(max_length=200, blank=True, default="")
+    failure_code = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+    # Reconciliation bookkeeping, exactly as on Payment.
+    reconcile_attempts = models.PositiveIntegerField(default=0)
+    next_reconcile_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["order"],
+                condition=Q(status__in=UNSETTLED_REFUND_STATUSES),
+                name="refund_one_live_per_order",
+            ),
+            # An orphaned capture is refunded by one attempt at a time, and never
+            # again once it succeeded.
+            models.UniqueConstraint(
+                fields=["payment"],
+                condition=Q(order__isnull=True) & ~Q(status=RefundAttemptStatus.FAILED),
+                name="refund_one_per_orphaned_capture",
+            ),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="refund_amount_positive"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(status__in=UNSETTLED_REFUND_STATUSES),
+                name="refund_unsettled_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.refund_no} ({self.status})"
+
+
+class LedgerKind(models.TextChoices):
+    CAPTURE = "capture"  # the one capture of a PAID (later maybe REFUNDED) order
+    REFUND = "refund"  # money given back from an order's capture
+    ORPHAN_CAPTURE = "orphan_capture"  # captured for an attempt the order could not take
+    ORPHAN_REFUND = "orphan_refund"  # ... and given back
+
+
+CAPTURE_KINDS = (LedgerKind.CAPTURE, LedgerKind.ORPHAN_CAPTURE)
+REFUND_KINDS = (LedgerKind.REFUND, LedgerKind.ORPHAN_REFUND)
+
+
+class LedgerEntry(models.Model):
+    """Money that moved at the provider: one row per capture and per refund.
+
+    Unique indexes say what may never happen twice, whatever a bug above does:
+    one capture per order, one capture (of either kind) per attempt and per
+    provider charge (``trade_no``), one entry per refund attempt and per
+    provider refund (``refund_id``). Captures are positive in the books,
+    refunds are subtracted; the audit adds them up against the provider.
+    """
+
+    Kind = LedgerKind
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CAPTURE)
+    order = models.ForeignKey(
+        "orders.Order", on_delete=models.PROTECT, related_name="ledger_entries"
+    )
+    # The captured attempt (for a refund: the one it gives money back from).
+    payment = models.ForeignKey(Payment, on_delete=models.PROTECT, related_name="ledger_entries")
+    # A refund entry: the refund attempt it books, and the provider's id for it.
+    refund_attempt = models.OneToOneField(
+        Refund, on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_entry"
+    )
+    refund_id = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    trade_no = models.CharField(max_length=64)  # the provider's charge
     amount = models.PositiveBigIntegerField()
     currency = models.CharField(max_length=3)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         verbose_name_plural = "ledger entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["order"],
+                condition=Q(kind=LedgerKind.CAPTURE),
+                name="ledger_one_capture_per_order",
+            ),
+            models.UniqueConstraint(
+                fields=["payment"],
+                condition=Q(kind__in=CAPTURE_KINDS),
+                name="ledger_one_capture_per_payment",
+            ),
+            models.UniqueConstraint(
+                fields=["trade_no"],
+                condition=Q(kind__in=CAPTURE_KINDS),
+                name="ledger_one_capture_per_trade_no",
+            ),
+            # A capture names no refund; a refund names its attempt and the provider's id.
+            models.CheckConstraint(
+                condition=(
+                    Q(kind__in=CAPTURE_KINDS, refund_attempt__isnull=True, refund_id__isnull=True)
+                    | Q(
+                        kind__in=REFUND_KINDS,
+                        refund_attempt__isnull=False,
+                        refund_id__isnull=False,
+                    )
+                ),
+                name="ledger_refund_fields_match_kind",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.trade_no}: {self.amount} {self.currency}"
+        return f"{self.kind} {self.trade_no}: {self.amount} {self.currency}"

@@ -1,7 +1,8 @@
 from django.urls import path
 
-from payments.api import OrderPayApi
+from payments.api import OrderPayApi, OrderRefundApi
 
 urlpatterns = [
     path("orders/<str:number>/pay/", OrderPayApi.as_view(), name="order-pay"),
+    path("orders/<str:number>/refunds/", OrderRefundApi.as_view(), name="order-refund"),
 ]

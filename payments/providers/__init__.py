@@ -8,7 +8,11 @@ from payments.providers.base import (
     NotificationMalformed,
     NotificationSignatureInvalid,
     PaymentProvider,
+    ProviderAnswerConflict,
     ProviderOutcomeUnknown,
+    RefundNotification,
+    RefundResult,
+    RefundStatus,
     WalletStatement,
 )
 
@@ -20,7 +24,11 @@ __all__ = [
     "NotificationMalformed",
     "NotificationSignatureInvalid",
     "PaymentProvider",
+    "ProviderAnswerConflict",
     "ProviderOutcomeUnknown",
+    "RefundNotification",
+    "RefundResult",
+    "RefundStatus",
     "WalletStatement",
     "get_provider",
 ]

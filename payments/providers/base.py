@@ -28,6 +28,39 @@ class ChargeResult:
     decline_reason: str | None = None
 
 
+class RefundStatus(enum.StrEnum):
+    SUCCESS = "SUCCESS"
+    DECLINED = "DECLINED"
+
+
+@dataclass(frozen=True)
+class RefundResult:
+    """The provider's account of one refund attempt (by our ``out_refund_no``)."""
+
+    out_refund_no: str
+    out_trade_no: str
+    status: RefundStatus
+    refund_id: str | None
+    amount: int | None
+    currency: str | None
+    refunded_at: datetime | None = None
+    decline_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RefundNotification:
+    """A verified refund notification: the provider says this refund settled like this."""
+
+    notify_id: str
+    refund_id: str
+    out_refund_no: str
+    out_trade_no: str
+    status: RefundStatus
+    amount: int
+    currency: str
+    refunded_at: datetime | None
+
+
 @dataclass(frozen=True)
 class WalletStatement:
     """The provider's account of one payer: what the audit compares our books with."""
@@ -36,6 +69,7 @@ class WalletStatement:
     balance: int
     charged_total: int  # the sum of the payer's successful charges, as the provider keeps it
     charges: tuple[ChargeResult, ...]
+    refunded_total: int = 0  # the sum of the payer's successful refunds
 
 
 @dataclass(frozen=True)
@@ -54,6 +88,10 @@ class Notification:
 class ProviderOutcomeUnknown(Exception):
     """We cannot tell whether the provider charged: timeout, 5xx, or an answer we
     do not understand. Never treated as success or failure; reconcile instead."""
+
+
+class ProviderAnswerConflict(ProviderOutcomeUnknown):
+    """The provider answered about another reference than the one we asked about."""
 
 
 class NotificationInvalid(Exception):
@@ -99,6 +137,24 @@ class PaymentProvider(Protocol):
         """
         ...
 
-    def verify_notification(self, *, headers: Mapping[str, str], raw_body: bytes) -> Notification:
+    def refund(
+        self,
+        *,
+        out_refund_no: str,
+        out_trade_no: str,
+        amount: int,
+        notify_url: str,
+        idempotency_key: str,
+    ) -> RefundResult:
+        """Refund once per ``idempotency_key``; a retry replays. Raises ProviderOutcomeUnknown."""
+        ...
+
+    def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
+        """The truth about a refund attempt, or None if the provider never saw it."""
+        ...
+
+    def verify_notification(
+        self, *, headers: Mapping[str, str], raw_body: bytes
+    ) -> Notification | RefundNotification:
         """Check the signature over the raw body, then parse. Raises NotificationInvalid."""
         ...

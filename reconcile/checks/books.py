@@ -1,11 +1,15 @@
-"""Orders, payments, ledger and shipments (invariants 1 and 5 of DESIGN.md section 9)."""
+"""Orders, payments, ledger and shipments (invariants 1 and 5 of DESIGN.md section 9).
+
+The ledger holds captures and refunds (``LedgerEntry.kind``); these checks look
+at the captures of orders, ``refunds.py`` at the rest.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 
 from orders.models import Order, Shipment
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
@@ -22,9 +26,20 @@ PAID_ORDER_SHIPPED = "paid-order-has-a-shipment"
 SHIPMENT_ONLY_PAID = "shipment-only-for-paid-orders"
 
 
+# A PAID order stays captured once refunded: REFUNDED orders keep their capture.
+CAPTURED_ORDER_STATUSES = (Order.Status.PAID, Order.Status.REFUNDED)
+
+
+def _capture_of(field: str) -> Subquery:
+    """``field`` of the order's capture entry (at most one: a partial unique index)."""
+    captures = LedgerEntry.objects.filter(order=OuterRef("pk"), kind=LedgerEntry.Kind.CAPTURE)
+    return Subquery(captures.values(field)[:1])
+
+
 def paid_orders(ctx: AuditContext) -> Checked:
-    """A PAID order has exactly one SUCCEEDED payment and one capture of its amount."""
-    paid = Order.objects.filter(status=Order.Status.PAID)
+    """A PAID (or REFUNDED) order has exactly one SUCCEEDED payment and one capture of
+    its amount."""
+    paid = Order.objects.filter(status__in=CAPTURED_ORDER_STATUSES)
     succeeded = Count("payments", filter=Q(payments__status=PaymentStatus.SUCCEEDED))
     findings = [
         Finding(
@@ -36,34 +51,40 @@ def paid_orders(ctx: AuditContext) -> Checked:
         .exclude(succeeded=1)
         .values("pk", "number", "succeeded")
     ]
-    uncaptured = paid.filter(
-        Q(ledger_entry__isnull=True)
-        | ~Q(ledger_entry__amount=F("amount"))
-        | ~Q(ledger_entry__currency=F("currency"))
+    uncaptured = paid.annotate(
+        capture_pk=_capture_of("pk"),
+        capture_amount=_capture_of("amount"),
+        capture_currency=_capture_of("currency"),
+    ).filter(
+        Q(capture_pk__isnull=True)
+        | ~Q(capture_amount=F("amount"))
+        | ~Q(capture_currency=F("currency"))
     )
     findings += [
         Finding(
             PAID_ORDER_ONE_CAPTURE,
-            f"order {o['number']} is PAID for {o['amount']} {o['currency']}, captured "
-            f"{o['ledger_entry__amount']} {o['ledger_entry__currency']}",
-            {"order": o["pk"], "number": o["number"], "ledger_entry": o["ledger_entry__pk"]},
+            f"order {o['number']} is {o['status']} for {o['amount']} {o['currency']}, captured "
+            f"{o['capture_amount']} {o['capture_currency']}",
+            {"order": o["pk"], "number": o["number"], "ledger_entry": o["capture_pk"]},
         )
         for o in uncaptured.values(
             "pk",
             "number",
+            "status",
             "amount",
             "currency",
-            "ledger_entry__pk",
-            "ledger_entry__amount",
-            "ledger_entry__currency",
+            "capture_pk",
+            "capture_amount",
+            "capture_currency",
         )
     ]
     return paid.count(), findings
 
 
 def ledger(ctx: AuditContext) -> Checked:
-    """No order but a PAID one has a capture; a capture matches its SUCCEEDED payment."""
-    entries = LedgerEntry.objects.all()
+    """No order but a PAID (REFUNDED) one has a capture; a capture matches its SUCCEEDED
+    payment, an orphaned capture its ORPHANED attempt."""
+    entries = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.CAPTURE)
     findings = [
         Finding(
             CAPTURE_ONLY_PAID,
@@ -71,15 +92,18 @@ def ledger(ctx: AuditContext) -> Checked:
             f"which is {e['order__status']}",
             {"ledger_entry": e["pk"], "order": e["order_id"], "number": e["order__number"]},
         )
-        for e in entries.exclude(order__status=Order.Status.PAID).values(
+        for e in entries.exclude(order__status__in=CAPTURED_ORDER_STATUSES).values(
             "pk", "trade_no", "order_id", "order__number", "order__status"
         )
     ]
-    mismatched = entries.exclude(
-        payment__status=PaymentStatus.SUCCEEDED,
-        payment__order_id=F("order_id"),
-        payment__trade_no=F("trade_no"),
-        payment__amount=F("amount"),
+    orphans = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.ORPHAN_CAPTURE)
+    same_charge = Q(payment__order_id=F("order_id"), payment__trade_no=F("trade_no"))
+    mismatched = LedgerEntry.objects.filter(
+        Q(kind=LedgerEntry.Kind.CAPTURE)
+        & ~Q(same_charge, payment__status=PaymentStatus.SUCCEEDED, payment__amount=F("amount"))
+        # An orphaned capture books the provider's amount, which may differ from the attempt's.
+        | Q(kind=LedgerEntry.Kind.ORPHAN_CAPTURE)
+        & ~Q(same_charge, payment__status=PaymentStatus.ORPHANED)
     )
     findings += [
         Finding(
@@ -99,17 +123,22 @@ def ledger(ctx: AuditContext) -> Checked:
             "payment__amount",
         )
     ]
+    booked = LedgerEntry.objects.filter(
+        payment=OuterRef("pk"), kind__in=[LedgerEntry.Kind.CAPTURE, LedgerEntry.Kind.ORPHAN_CAPTURE]
+    )
     findings += [
         Finding(
             SUCCEEDED_CAPTURED,
-            f"payment {p['out_trade_no']} SUCCEEDED without a capture",
+            f"payment {p['out_trade_no']} {p['status']} without a capture",
             {"payment": p["pk"], "order": p["order_id"], "out_trade_no": p["out_trade_no"]},
         )
         for p in Payment.objects.filter(
-            status=PaymentStatus.SUCCEEDED, ledger_entry__isnull=True
-        ).values("pk", "order_id", "out_trade_no")
+            status__in=[PaymentStatus.SUCCEEDED, PaymentStatus.ORPHANED]
+        )
+        .exclude(Exists(booked))
+        .values("pk", "order_id", "out_trade_no", "status")
     ]
-    return entries.count(), findings
+    return entries.count() + orphans.count(), findings
 
 
 def unsettled_payments(ctx: AuditContext) -> Checked:
@@ -150,7 +179,8 @@ def shipments(ctx: AuditContext) -> Checked:
             f"order {s['order__number']} is {s['order__status']} and has a shipment",
             {"shipment": s["pk"], "order": s["order_id"], "number": s["order__number"]},
         )
-        for s in Shipment.objects.exclude(order__status=Order.Status.PAID).values(
+        # A refunded order may have shipped before it was refunded.
+        for s in Shipment.objects.exclude(order__status__in=CAPTURED_ORDER_STATUSES).values(
             "pk", "order_id", "order__number", "order__status"
         )
     ]

@@ -12,9 +12,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #   phase 1 (BEGIN, insert key, lock order, savepoints, insert payment, move key, COMMIT),
 #   read the attempt before calling the provider (outside any transaction),
 #   phase 2 (BEGIN, read payment, settle: payment UPDATE, ledger INSERT, order
-#   read + conditional UPDATE, read back the order with lines and payments for
-#   the answer, finish key, savepoints, COMMIT).
-PAY_QUERIES = 30
+#   read + conditional UPDATE, read back the order with lines, payments and
+#   refunds for the answer, finish key, savepoints, COMMIT).
+PAY_QUERIES = 31
 REPLAY_QUERIES = 2  # authentication + the key lookup
 
 

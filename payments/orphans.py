@@ -1,0 +1,160 @@
+"""Orphaned captures: money the provider captured that the order cannot take.
+
+A real provider settles late, twice, or differently: an asynchronous method
+declined now succeeds later; a charge succeeds for an attempt we already
+failed or fenced, or for an order that another attempt paid, or that was
+cancelled, expired or refunded meanwhile; or it captured another amount than
+the attempt asked for. The customer's money is gone either way, so it is
+never acknowledged and forgotten. ``capture_orphan_resolve`` is where every
+path leads — the synchronous pay answer (the pay flow), the reconciler's
+query, and (through the reconciler) a notification the shop could not apply:
+
+- the order is still UNPAID and no other attempt of it is live, and the amount
+  is the attempt's: roll forward (the attempt becomes SUCCEEDED, the order
+  PAID). This is the one way out of FAILED;
+- otherwise the attempt ends ORPHANED (neither live nor SUCCEEDED), the capture
+  is booked as an ``orphan_capture`` ledger entry, and a refund of it is
+  started (reason ``orphaned-capture``, reference and provider key derived
+  from the attempt). The reconciler drives that refund until it succeeds. The
+  order is not touched, and its totals never count any of it.
+
+The caller passes the provider's *query* answer (or its synchronous charge
+answer): the truth about the charge. A notification alone never gets here —
+it could be stale, duplicated or mistaken, and a refund is money moving.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from orders.models import Order
+from payments.models import (
+    LIVE_STATUSES,
+    ORPHANED_CAPTURE_REASON,
+    LedgerEntry,
+    Payment,
+    PaymentStatus,
+    Refund,
+    RefundAttemptStatus,
+)
+from payments.providers import ChargeResult, ChargeStatus
+from payments.services import Settlement, payment_settle
+
+logger = logging.getLogger(__name__)
+
+
+class OrphanOutcome(enum.Enum):
+    """What ``capture_orphan_resolve`` did."""
+
+    ROLLED_FORWARD = "rolled_forward"  # the order took the money: SUCCEEDED, PAID
+    ORPHANED = "orphaned"  # booked as an orphaned capture; its refund is started
+    ALREADY_RESOLVED = "already_resolved"  # booked before, one way or the other
+    CONFLICT = "conflict"  # the answer is not a capture of this attempt: not applied
+
+
+def capture_orphan_resolve(*, payment_id: int, capture: ChargeResult) -> OrphanOutcome:
+    """Account for a capture the provider confirmed for this attempt, once (see the module)."""
+    with transaction.atomic():
+        # The one lock order: the order row, then the attempt.
+        order_id = Payment.objects.values_list("order_id", flat=True).get(pk=payment_id)
+        order = Order.objects.select_for_update().get(pk=order_id)
+        payment = Payment.objects.select_for_update().get(pk=payment_id)
+        if (
+            capture.status is not ChargeStatus.SUCCESS
+            or capture.out_trade_no != payment.out_trade_no
+            or not capture.trade_no
+            or capture.amount is None
+            or not capture.currency
+        ):
+            logger.error("payment %s: not a capture of this attempt: %s", payment_id, capture)
+            return OrphanOutcome.CONFLICT
+        if payment.status in (PaymentStatus.SUCCEEDED, PaymentStatus.ORPHANED):
+            if payment.trade_no == capture.trade_no:
+                return OrphanOutcome.ALREADY_RESOLVED
+            logger.error("payment %s is %s as %s, provider says %s", payment_id,
+                         payment.status, payment.trade_no, capture.trade_no)
+            return OrphanOutcome.CONFLICT
+        why = _why_orphaned(order=order, payment=payment, capture=capture)
+        if why is None:
+            # The order can take it: the ordinary settlement, allowed out of FAILED
+            # because this is the provider's own account of the charge.
+            settled = payment_settle(payment_id=payment.pk, result=capture, confirmed=True)
+            if settled.outcome is Settlement.APPLIED:
+                return OrphanOutcome.ROLLED_FORWARD
+            return OrphanOutcome.CONFLICT
+        _book_orphan(payment=payment, capture=capture, why=why)
+        return OrphanOutcome.ORPHANED
+
+
+def _why_orphaned(*, order: Order, payment: Payment, capture: ChargeResult) -> str | None:
+    """Why the order cannot take this capture, or None if it can."""
+    if (capture.amount, capture.currency) != (payment.amount, payment.currency):
+        return "captured-another-amount"
+    if order.status != Order.Status.UNPAID:
+        return f"order-{order.status.lower()}"
+    live = Payment.objects.filter(order=order, status__in=LIVE_STATUSES).exclude(pk=payment.pk)
+    if live.exists():
+        return "order-has-another-live-attempt"
+    return None
+
+
+def _book_orphan(*, payment: Payment, capture: ChargeResult, why: str) -> None:
+    now = timezone.now()
+    moved = Payment.objects.filter(
+        pk=payment.pk,
+        status__in=[PaymentStatus.PENDING, PaymentStatus.UNKNOWN, PaymentStatus.FAILED],
+    ).update(
+        status=PaymentStatus.ORPHANED,
+        trade_no=capture.trade_no,
+        failure_code=why,
+        settled_at=now,
+        updated_at=now,
+    )
+    assert moved, "the attempt is locked and was checked above"
+    assert capture.trade_no is not None and capture.amount is not None
+    assert capture.currency is not None
+    # The provider's amount is what left the payer's wallet, so it is what we book
+    # and what we give back, whatever the attempt asked for.
+    LedgerEntry.objects.create(
+        kind=LedgerEntry.Kind.ORPHAN_CAPTURE,
+        order_id=payment.order_id,
+        payment_id=payment.pk,
+        trade_no=capture.trade_no,
+        amount=capture.amount,
+        currency=capture.currency,
+    )
+    logger.warning(
+        "payment %s: orphaned capture %s of %s %s (%s); refunding it",
+        payment.out_trade_no, capture.trade_no, capture.amount, capture.currency, why,
+    )
+    orphan_refund_start(payment_id=payment.pk)
+
+
+def orphan_refund_start(*, payment_id: int) -> Refund | None:
+    """Start the next refund attempt of an orphaned capture, unless one is live or done.
+
+    Its reference is derived from the attempt (``R<out_trade_no>-<n>``), so is its
+    provider key: however often this runs, the provider refunds each at most
+    once, and a partial unique index allows one attempt at a time. A declined one
+    (FAILED) is followed by attempt n + 1, by the reconciler, until one succeeds.
+    """
+    with transaction.atomic():
+        payment = Payment.objects.select_for_update().get(pk=payment_id)
+        if payment.status != PaymentStatus.ORPHANED:
+            return None
+        refunds = Refund.objects.filter(payment=payment, order__isnull=True)
+        if refunds.exclude(status=RefundAttemptStatus.FAILED).exists():
+            return None
+        capture = LedgerEntry.objects.get(payment=payment, kind=LedgerEntry.Kind.ORPHAN_CAPTURE)
+        return Refund.objects.create(
+            order=None,
+            payment=payment,
+            refund_no=f"R{payment.out_trade_no}-{refunds.count() + 1}",
+            amount=capture.amount,
+            currency=capture.currency,
+            reason=ORPHANED_CAPTURE_REASON,
+        )

@@ -1,0 +1,219 @@
+"""Writes of refunds: start a refund attempt, and settle it from what the provider says.
+
+The mirror image of ``payments.services``. ``refund_settle`` is the one way a
+refund becomes SUCCEEDED or FAILED: the refund flow (synchronous answer), the
+callback endpoint (refund notification) and the reconciler (``query_refund``)
+all call it, so whichever arrives first settles the attempt and the others
+find it settled and change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
+
+from orders.models import Order
+from payments.errors import OrderNotRefundable, RefundExceedsPaid
+from payments.models import (
+    UNSETTLED_REFUND_STATUSES,
+    LedgerEntry,
+    Payment,
+    PaymentStatus,
+    Refund,
+    RefundAttemptStatus,
+)
+from payments.providers import RefundResult, RefundStatus
+from payments.services import Settlement
+
+logger = logging.getLogger(__name__)
+
+
+def _new_refund_no() -> str:
+    # 64 random bits, like out_trade_no: unguessable, and unique by constraint anyway.
+    return f"R{timezone.now():%Y%m%d}{secrets.token_hex(8).upper()}"
+
+
+def refund_provider_key(refund: Refund) -> str:
+    """The key we send the provider: derived from the refund attempt, so every retry
+    of it (client retry, resume, reconciler) is a replay there, never a second refund."""
+    return f"onceshop-{refund.refund_no}"
+
+
+@dataclass(frozen=True)
+class RefundRequest:
+    """What a caller asked for: whose request, which order, how much (None: all the rest)."""
+
+    user_id: int
+    is_staff: bool
+    order_number: str
+    amount: int | None
+    reason: str
+
+
+def refund_create(
+    *, user_id: int, is_staff: bool, order_number: str, amount: int | None, reason: str
+) -> Refund:
+    """Start a refund attempt of a PAID order (phase one of the refund flow).
+
+    ``amount`` None means the whole refundable rest. The order's owner or staff only.
+    """
+    with transaction.atomic():
+        # The order row lock first, like every writer of an order and its money: a
+        # settlement cannot change refunded_amount between our check and our insert.
+        orders = Order.objects.select_for_update()
+        order = get_object_or_404(
+            orders if is_staff else orders.filter(user_id=user_id), number=order_number
+        )
+        if order.status != Order.Status.PAID:
+            raise OrderNotRefundable(f"The order is {order.status.lower()}.")
+        rest = order.amount - order.refunded_amount
+        amount = rest if amount is None else amount
+        if amount > rest:
+            raise RefundExceedsPaid(
+                f"At most {rest} {order.currency} is left to refund.", refundable=rest
+            )
+        capture = Payment.objects.get(order=order, status=PaymentStatus.SUCCEEDED)
+        try:
+            with transaction.atomic():
+                return Refund.objects.create(
+                    order=order,
+                    payment=capture,
+                    refund_no=_new_refund_no(),
+                    amount=amount,
+                    currency=order.currency,
+                    reason=reason,
+                )
+        except IntegrityError as error:
+            # The partial unique index: another refund of this order is in flight.
+            # Its amount is not counted yet, so two could otherwise both fit the rest.
+            raise OrderNotRefundable("A refund of this order is in progress.") from error
+
+
+def refund_mark_unknown(*, refund_id: int) -> bool:
+    """PENDING -> UNKNOWN after a timeout or provider error; the reconciler takes it."""
+    return bool(
+        Refund.objects.filter(pk=refund_id, status=RefundAttemptStatus.PENDING).update(
+            status=RefundAttemptStatus.UNKNOWN, updated_at=timezone.now()
+        )
+    )
+
+
+@dataclass(frozen=True)
+class RefundSettleResult:
+    outcome: Settlement
+    refund: Refund
+    reason: str = ""
+
+
+class _Conflict(Exception):
+    """The provider's account contradicts ours: roll the settlement back, report it."""
+
+
+def refund_settle(
+    *, refund_id: int, result: RefundResult, confirmed: bool = False
+) -> RefundSettleResult:
+    """Apply the provider's account of a refund attempt, once.
+
+    In one transaction, each write conditional on the state we expect: the
+    refund (PENDING/UNKNOWN -> SUCCEEDED/FAILED), its ledger entry, the order's
+    ``refunded_amount`` (``+ x`` only while it stays within the amount) and
+    PAID -> REFUNDED once the whole amount is back.
+
+    ``confirmed``: ``result`` is the provider's query answer (the truth), so a
+    success may also settle a refund we had settled FAILED (a refund declined
+    now that went through later, like a late charge): the money did go back,
+    and the books must say so. A notification never passes it.
+    """
+    try:
+        with transaction.atomic():
+            return _settle(refund_id=refund_id, result=result, confirmed=confirmed)
+    except _Conflict as conflict:
+        reason = str(conflict)
+        logger.error("refund %s: provider result not applied: %s", refund_id, reason)
+        return RefundSettleResult(Settlement.CONFLICT, Refund.objects.get(pk=refund_id), reason)
+
+
+def _settle(*, refund_id: int, result: RefundResult, confirmed: bool) -> RefundSettleResult:
+    refund = Refund.objects.select_related("payment").get(pk=refund_id)
+    # The one lock order: the order row, then the refund (the UPDATE below).
+    order = Order.objects.select_for_update().get(pk=refund.payment.order_id)
+    if result.out_refund_no != refund.refund_no:
+        raise _Conflict(f"answer names refund {result.out_refund_no}, not {refund.refund_no}")
+    now = timezone.now()
+    changes: dict[str, object]
+    if result.status is RefundStatus.SUCCESS:
+        if (result.amount, result.currency) != (refund.amount, refund.currency):
+            raise _Conflict(
+                f"provider refunded {result.amount} {result.currency}, "
+                f"attempt is for {refund.amount} {refund.currency}"
+            )
+        target = RefundAttemptStatus.SUCCEEDED
+        changes = {"status": target, "refund_id": result.refund_id, "settled_at": now}
+        sources = [*UNSETTLED_REFUND_STATUSES, *([RefundAttemptStatus.FAILED] if confirmed else [])]
+    else:
+        target = RefundAttemptStatus.FAILED
+        changes = {
+            "status": target,
+            "failure_code": result.decline_reason or "declined",
+            "settled_at": now,
+        }
+        sources = list(UNSETTLED_REFUND_STATUSES)
+
+    moved = Refund.objects.filter(pk=refund_id, status__in=sources).update(
+        updated_at=now, **changes
+    )
+    if not moved:
+        refund.refresh_from_db()
+        if refund.status == target and (
+            target == RefundAttemptStatus.FAILED or refund.refund_id == result.refund_id
+        ):
+            return RefundSettleResult(Settlement.ALREADY_APPLIED, refund)
+        raise _Conflict(f"refund is {refund.status}, provider says {result.status}")
+
+    if target == RefundAttemptStatus.SUCCEEDED:
+        assert result.refund_id is not None
+        # Unique per refund attempt and per provider refund: never booked twice.
+        LedgerEntry.objects.create(
+            kind=LedgerEntry.Kind.REFUND if refund.order_id else LedgerEntry.Kind.ORPHAN_REFUND,
+            order_id=refund.payment.order_id,
+            payment_id=refund.payment_id,
+            refund_attempt=refund,
+            trade_no=refund.payment.trade_no or "",
+            refund_id=result.refund_id,
+            amount=refund.amount,
+            currency=refund.currency,
+        )
+        if refund.order_id is not None:  # an orphaned capture's refund is not the order's
+            _count_refund(order=order, amount=refund.amount)
+    for name, value in changes.items():
+        setattr(refund, name, value)
+    return RefundSettleResult(Settlement.APPLIED, refund)
+
+
+def _count_refund(*, order: Order, amount: int) -> None:
+    """``refunded_amount += amount`` within the amount, then PAID -> REFUNDED if all is back.
+
+    Never read-modify-written in Python: PostgreSQL evaluates the condition under
+    the row lock, and the CHECK constraint would refuse an overshoot anyway.
+    """
+    grew = Order.objects.filter(pk=order.pk, refunded_amount__lte=F("amount") - amount).update(
+        refunded_amount=F("refunded_amount") + amount
+    )
+    if not grew:
+        raise _Conflict(f"order {order.number}: a refund of {amount} exceeds its capture")
+    order.refresh_from_db(fields=["refunded_amount"])
+    if not order.is_fully_refunded():
+        return  # a partial refund leaves the order PAID
+    try:
+        order.mark_refunded()
+        order.save(update_fields=["status"])  # WHERE status = 'PAID'
+    except (TransitionNotAllowed, ConcurrentTransition) as error:
+        reason = f"order {order.number} is {order.status}, cannot become REFUNDED"
+        raise _Conflict(reason) from error
