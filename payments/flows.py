@@ -43,8 +43,10 @@ from payments.models import (
     Refund,
     RefundAttemptStatus,
 )
+from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
     ChargeResult,
+    ChargeStatus,
     PaymentProvider,
     ProviderOutcomeUnknown,
     RefundResult,
@@ -65,6 +67,12 @@ from payments.services import (
     provider_idempotency_key,
 )
 
+# The answer to a pay whose charge came too late for its order (see payments/orphans.py).
+ORPHANED_DETAIL = (
+    "The provider captured this payment after the order could no longer take it; "
+    "the money is being refunded automatically."
+)
+
 
 class PayPoint(RecoveryPoint):
     PAYMENT_CREATED = "payment_created"
@@ -81,7 +89,12 @@ def order_pay_flow(
                 payment_id = record.resource_id
                 assert payment_id is not None
                 result = _ask_provider(payment_id=payment_id, provider=provider)
-                atomic_phase(record, partial(_finish, payment_id=payment_id, result=result))
+                try:
+                    atomic_phase(record, partial(_finish, payment_id=payment_id, result=result))
+                except _CaptureNotApplied:
+                    # Outside the rolled-back phase: account for the capture, then go
+                    # round again and answer from what the attempt became.
+                    _resolve_capture(payment_id=payment_id, provider=provider)
             case PayPoint.FINISHED:
                 return
             case other:
@@ -129,6 +142,10 @@ def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
     else:
         settled = payment_settle(payment_id=payment_id, result=result)
         if settled.outcome is Settlement.CONFLICT:
+            if result.status is ChargeStatus.SUCCESS:
+                # Captured, but not applicable (the attempt was failed or fenced
+                # meanwhile, another amount...): never dropped; see _resolve_capture.
+                raise _CaptureNotApplied(settled.reason)
             # Not applied and not guessed: the reconciler and the audit take it from here.
             raise PaymentOutcomeUnknown(reason=settled.reason)
         payment = settled.payment
@@ -140,6 +157,10 @@ def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
                 resource_type="payment",
                 resource_id=payment.pk,
             )
+        case PaymentStatus.ORPHANED:
+            return _final_error(
+                PaymentFailed(ORPHANED_DETAIL, payment=payment.out_trade_no), payment
+            )
         case PaymentStatus.FAILED if payment.failure_code == CLOSED_BY_RECONCILIATION:
             return _final_error(PaymentFailed(payment=payment.out_trade_no), payment)
         case PaymentStatus.FAILED:
@@ -148,6 +169,25 @@ def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
             )
         case _:
             raise PaymentOutcomeUnknown()
+
+
+class _CaptureNotApplied(Exception):
+    """The provider captured the attempt, and the settlement could not apply it."""
+
+
+def _resolve_capture(*, payment_id: int, provider: PaymentProvider) -> None:
+    """Ask the provider (its query is the truth), then roll forward or book the orphan."""
+    payment = Payment.objects.get(pk=payment_id)
+    try:
+        capture = provider.query(out_trade_no=payment.out_trade_no)
+    except ProviderOutcomeUnknown as error:
+        # Its notification (sent for every settled charge) brings it back via the reconciler.
+        raise PaymentOutcomeUnknown(reason=str(error)) from error
+    if (
+        capture is None
+        or capture_orphan_resolve(payment_id=payment_id, capture=capture) is OrphanOutcome.CONFLICT
+    ):
+        raise PaymentOutcomeUnknown(reason="the provider's account contradicts ours")
 
 
 def _final_error(error: PaymentDeclined | PaymentFailed, payment: Payment) -> Respond:

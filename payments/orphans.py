@@ -75,8 +75,13 @@ def capture_orphan_resolve(*, payment_id: int, capture: ChargeResult) -> OrphanO
         if payment.status in (PaymentStatus.SUCCEEDED, PaymentStatus.ORPHANED):
             if payment.trade_no == capture.trade_no:
                 return OrphanOutcome.ALREADY_RESOLVED
-            logger.error("payment %s is %s as %s, provider says %s", payment_id,
-                         payment.status, payment.trade_no, capture.trade_no)
+            logger.error(
+                "payment %s is %s as %s, provider says %s",
+                payment_id,
+                payment.status,
+                payment.trade_no,
+                capture.trade_no,
+            )
             return OrphanOutcome.CONFLICT
         why = _why_orphaned(order=order, payment=payment, capture=capture)
         if why is None:
@@ -115,7 +120,8 @@ def _book_orphan(*, payment: Payment, capture: ChargeResult, why: str) -> None:
         updated_at=now,
     )
     assert moved, "the attempt is locked and was checked above"
-    assert capture.trade_no is not None and capture.amount is not None
+    assert capture.trade_no is not None
+    assert capture.amount is not None
     assert capture.currency is not None
     # The provider's amount is what left the payer's wallet, so it is what we book
     # and what we give back, whatever the attempt asked for.
@@ -129,7 +135,11 @@ def _book_orphan(*, payment: Payment, capture: ChargeResult, why: str) -> None:
     )
     logger.warning(
         "payment %s: orphaned capture %s of %s %s (%s); refunding it",
-        payment.out_trade_no, capture.trade_no, capture.amount, capture.currency, why,
+        payment.out_trade_no,
+        capture.trade_no,
+        capture.amount,
+        capture.currency,
+        why,
     )
     orphan_refund_start(payment_id=payment.pk)
 

@@ -96,29 +96,39 @@ class _Conflict(Exception):
     """The provider's account contradicts ours: roll the settlement back, report it."""
 
 
-def payment_settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
+def payment_settle(
+    *, payment_id: int, result: ChargeResult, confirmed: bool = False
+) -> SettleResult:
     """Apply the provider's account of an attempt, once.
 
     Every write is conditional on the state we expect, in one transaction: the
     payment (PENDING/UNKNOWN -> SUCCEEDED/FAILED), the capture ledger entry and
     the order transition (UNPAID -> PAID). A result that would move a state
     backwards or disagrees on the amount changes nothing and is reported.
+
+    ``confirmed``: only ``payments.orphans.capture_orphan_resolve`` passes it,
+    with the provider's own account of a capture, after checking the order can
+    still take it: then a success may also settle an attempt we had settled
+    FAILED (roll forward, the one way out of FAILED).
     """
     try:
         with transaction.atomic():
-            return _settle(payment_id=payment_id, result=result)
+            return _settle(payment_id=payment_id, result=result, confirmed=confirmed)
     except _Conflict as conflict:
         reason = str(conflict)
         logger.error("payment %s: provider result not applied: %s", payment_id, reason)
         return SettleResult(Settlement.CONFLICT, Payment.objects.get(pk=payment_id), reason)
 
 
-def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
+def _settle(*, payment_id: int, result: ChargeResult, confirmed: bool) -> SettleResult:
     payment = Payment.objects.get(pk=payment_id)
     # Locks in the one order every writer takes them — the order row, then its
     # payment — so a settlement never deadlocks with a concurrent pay or cancel of
     # the same order (payment_create and order_cancel lock the order first too).
     order = Order.objects.select_for_update().get(pk=payment.order_id)
+    if result.out_trade_no != payment.out_trade_no:
+        # An answer about another attempt is never applied to this one.
+        raise _Conflict(f"answer names {result.out_trade_no}, not {payment.out_trade_no}")
     now = timezone.now()
     if result.status is ChargeStatus.SUCCESS:
         if (result.amount, result.currency) != (payment.amount, payment.currency):
@@ -127,7 +137,13 @@ def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
                 f"attempt is for {payment.amount} {payment.currency}"
             )
         target = PaymentStatus.SUCCEEDED
-        changes = {"status": target, "trade_no": result.trade_no, "settled_at": now}
+        changes = {
+            "status": target,
+            "trade_no": result.trade_no,
+            "settled_at": now,
+            "failure_code": "",
+        }
+        sources = [*UNSETTLED_STATUSES, *([PaymentStatus.FAILED] if confirmed else [])]
     else:
         target = PaymentStatus.FAILED
         failure = result.decline_reason or (
@@ -136,8 +152,9 @@ def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
         changes = {"status": target, "failure_code": failure, "settled_at": now}
         if result.trade_no:
             changes["trade_no"] = result.trade_no
+        sources = list(UNSETTLED_STATUSES)
 
-    moved = Payment.objects.filter(pk=payment_id, status__in=UNSETTLED_STATUSES).update(
+    moved = Payment.objects.filter(pk=payment_id, status__in=sources).update(
         updated_at=now, **changes
     )
     if not moved:
