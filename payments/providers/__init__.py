@@ -8,7 +8,12 @@ from payments.providers.base import (
     NotificationMalformed,
     NotificationSignatureInvalid,
     PaymentProvider,
+    ProviderAnswerConflict,
     ProviderOutcomeUnknown,
+    ProviderRejected,
+    RefundNotification,
+    RefundResult,
+    RefundStatus,
     WalletStatement,
 )
 
@@ -20,7 +25,12 @@ __all__ = [
     "NotificationMalformed",
     "NotificationSignatureInvalid",
     "PaymentProvider",
+    "ProviderAnswerConflict",
     "ProviderOutcomeUnknown",
+    "ProviderRejected",
+    "RefundNotification",
+    "RefundResult",
+    "RefundStatus",
     "WalletStatement",
     "get_provider",
 ]
