@@ -13,7 +13,12 @@ from callbacks.errors import CallbackMalformed, SignatureInvalid
 from callbacks.services import callback_ingest
 from config.errors import PROBLEM_CONTENT_TYPE
 from config.openapi import ProblemSerializer
-from payments.providers import NotificationMalformed, NotificationSignatureInvalid, get_provider
+from payments.providers import (
+    NotificationMalformed,
+    NotificationSignatureInvalid,
+    RefundNotification,
+    get_provider,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +70,10 @@ class SandboxCallbackApi(APIView):
             if isinstance(error, NotificationSignatureInvalid):
                 raise SignatureInvalid() from error
             raise CallbackMalformed(reason=str(error)) from error
+        if isinstance(notification, RefundNotification):
+            # The adapter reads refund notifications; the shop has no refunds to apply
+            # them to yet, so they are refused exactly as before the adapter knew them.
+            raise CallbackMalformed(reason="refund notifications are not ingested")
         answer = callback_ingest(notification=notification, raw_body=raw_body)
         response = Response(answer.body, status=answer.status)
         if answer.status >= 400:

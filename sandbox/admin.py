@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Wallet
+from sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -24,7 +24,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Wallet)
 class WalletAdmin(ReadOnlyAdmin):
-    list_display = ("payer", "balance", "charged_total", "created_at")
+    list_display = ("payer", "balance", "charged_total", "refunded_total", "created_at")
     search_fields = ("payer",)
 
 
@@ -39,16 +39,35 @@ class ChargeAdmin(ReadOnlyAdmin):
         "currency",
         "decline_reason",
         "paid_at",
+        "refunded_total",
+        "late_success_at",
         "created_at",
     )
     list_filter = ("status", "currency")
     search_fields = ("trade_no", "out_trade_no", "wallet__payer")
 
 
+@admin.register(Refund)
+class RefundAdmin(ReadOnlyAdmin):
+    list_display = (
+        "refund_id",
+        "out_refund_no",
+        "charge",
+        "status",
+        "amount",
+        "currency",
+        "decline_reason",
+        "refunded_at",
+        "created_at",
+    )
+    list_filter = ("status", "currency")
+    search_fields = ("refund_id", "out_refund_no", "charge__out_trade_no", "charge__wallet__payer")
+
+
 @admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(ReadOnlyAdmin):
-    list_display = ("key", "charge", "response_status", "created_at")
-    search_fields = ("key", "charge__out_trade_no")
+    list_display = ("key", "charge", "refund", "response_status", "created_at")
+    search_fields = ("key", "charge__out_trade_no", "refund__out_refund_no")
 
 
 @admin.register(Notification)
@@ -57,6 +76,7 @@ class NotificationAdmin(ReadOnlyAdmin):
         "notify_id",
         "copy",
         "charge",
+        "refund",
         "status",
         "attempts",
         "last_status_code",
@@ -65,10 +85,16 @@ class NotificationAdmin(ReadOnlyAdmin):
         "delivered_at",
     )
     list_filter = ("status",)
-    search_fields = ("notify_id", "charge__out_trade_no", "charge__trade_no")
+    search_fields = (
+        "notify_id",
+        "charge__out_trade_no",
+        "charge__trade_no",
+        "refund__out_refund_no",
+        "refund__refund_id",
+    )
 
 
 @admin.register(Fault)
 class FaultAdmin(ReadOnlyAdmin):
     # Faults are armed and cleared through POST/DELETE /sandbox/v1/faults.
-    list_display = ("mode", "remaining", "delay_s", "copies", "updated_at")
+    list_display = ("mode", "target", "remaining", "delay_s", "copies", "updated_at")

@@ -23,9 +23,28 @@ from rest_framework.views import APIView
 from sandbox.auth import IsMerchant, MerchantKeyAuthentication
 from sandbox.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from sandbox.models import Fault
-from sandbox.selectors import charge_get, fault_list_active, wallet_charges, wallet_get
-from sandbox.serializers import ChargeOutputSerializer, charge_json
-from sandbox.services import charge_close, charge_create, fault_clear, fault_set
+from sandbox.selectors import (
+    charge_get,
+    fault_list_active,
+    refund_get,
+    wallet_charges,
+    wallet_get,
+    wallet_refunds,
+)
+from sandbox.serializers import (
+    ChargeOutputSerializer,
+    RefundOutputSerializer,
+    charge_json,
+    refund_json,
+)
+from sandbox.services import (
+    Answer,
+    charge_close,
+    charge_create,
+    fault_clear,
+    fault_set,
+    refund_create,
+)
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -70,6 +89,10 @@ class MerchantApi(APIView):
     throttle_classes = []  # a provider under test must not 429 the shop's retries
 
 
+def answer_response(answer: Answer) -> Response:
+    return Response(answer.body, headers={REPLAYED_HEADER: "true" if answer.replayed else "false"})
+
+
 class ChargeCreateApi(MerchantApi):
     class InputSerializer(serializers.Serializer):
         out_trade_no = serializers.CharField(max_length=64, trim_whitespace=False)
@@ -83,10 +106,7 @@ class ChargeCreateApi(MerchantApi):
         key = parse_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        answer = charge_create(idempotency_key=key, **serializer.validated_data)
-        return Response(
-            answer.body, headers={REPLAYED_HEADER: "true" if answer.replayed else "false"}
-        )
+        return answer_response(charge_create(idempotency_key=key, **serializer.validated_data))
 
 
 class ChargeDetailApi(MerchantApi):
@@ -99,12 +119,34 @@ class ChargeCloseApi(MerchantApi):
         return Response(charge_json(charge_close(out_trade_no=out_trade_no)))
 
 
+class RefundCreateApi(MerchantApi):
+    class InputSerializer(serializers.Serializer):
+        out_refund_no = serializers.CharField(max_length=64, trim_whitespace=False)
+        out_trade_no = serializers.CharField(max_length=64, trim_whitespace=False)
+        amount = StrictIntegerField(min_value=1, max_value=MAX_AMOUNT)
+        notify_url = serializers.CharField(max_length=2000, validators=[validate_http_url])
+
+    def post(self, request: Request) -> Response:
+        # The same order of checks as a charge: auth, the key, then the body.
+        key = parse_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return answer_response(refund_create(idempotency_key=key, **serializer.validated_data))
+
+
+class RefundDetailApi(MerchantApi):
+    def get(self, request: Request, out_refund_no: str) -> Response:
+        return Response(refund_json(refund_get(out_refund_no=out_refund_no)))
+
+
 class WalletDetailApi(MerchantApi):
     class OutputSerializer(serializers.Serializer):
         payer = serializers.CharField()
         balance = serializers.IntegerField()
         charged_total = serializers.IntegerField()
+        refunded_total = serializers.IntegerField()
         charges = ChargeOutputSerializer(many=True)
+        refunds = RefundOutputSerializer(many=True)
 
     def get(self, request: Request, payer: str) -> Response:
         wallet = wallet_get(payer=payer)
@@ -112,7 +154,9 @@ class WalletDetailApi(MerchantApi):
             "payer": wallet.payer,
             "balance": wallet.balance,
             "charged_total": wallet.charged_total,
+            "refunded_total": wallet.refunded_total,
             "charges": wallet_charges(wallet=wallet),
+            "refunds": wallet_refunds(wallet=wallet),
         }
         return Response(self.OutputSerializer(data).data)
 
@@ -126,12 +170,20 @@ class FaultListApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         mode = serializers.ChoiceField(choices=Fault.Mode.choices)
+        target = serializers.ChoiceField(choices=Fault.Target.choices, default=Fault.Target.CHARGE)
         count = StrictIntegerField(min_value=1, max_value=10_000, default=1)
         delay_s = serializers.FloatField(min_value=0, max_value=60, default=0.0)
         copies = StrictIntegerField(min_value=1, max_value=10, default=3)
 
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            # The CHECK says so too; this makes it a 400 rather than a 500.
+            if attrs["mode"] == Fault.Mode.LATE_SUCCESS and attrs["target"] != Fault.Target.CHARGE:
+                raise serializers.ValidationError({"target": "late_success applies to charges."})
+            return attrs
+
     class OutputSerializer(serializers.Serializer):
         mode = serializers.CharField()
+        target = serializers.CharField()
         remaining = serializers.IntegerField()
         delay_s = serializers.FloatField()
         copies = serializers.IntegerField()

@@ -97,11 +97,13 @@ def notification_deliver(*, notification_id: int) -> DeliveryResult:
         claimed = Notification.objects.filter(
             pk=notification_id, status=Notification.Status.PENDING
         ).update(attempts=F("attempts") + 1)
-        notification = Notification.objects.select_related("charge").get(pk=notification_id)
+        notification = Notification.objects.select_related("charge", "refund").get(
+            pk=notification_id
+        )
     if not claimed:
         return DeliveryResult(status=notification.status, attempts=notification.attempts)
 
-    url = notification.charge.notify_url or ""
+    url = notification.notify_url
     code, error = _post(url, encode_body(notification.payload))
     if code is not None and 200 <= code < 300:
         status, retry_in = Notification.Status.DELIVERED, None

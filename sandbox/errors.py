@@ -24,11 +24,11 @@ class MerchantUnauthorized(ApplicationError):
 
 
 class IdempotencyKeyMissing(ApplicationError):
-    """A charge was requested without an Idempotency-Key header."""
+    """A charge or refund was requested without an Idempotency-Key header."""
 
     code = "idempotency-key-missing"
     title = "Idempotency-Key required"
-    default_detail = "A charge moves money: send an Idempotency-Key header."
+    default_detail = "Charges and refunds move money: send an Idempotency-Key header."
 
 
 class IdempotencyKeyInvalid(ApplicationError):
@@ -45,7 +45,7 @@ class IdempotencyKeyMismatch(ApplicationError):
     status = 422
     code = "idempotency-key-mismatch"
     title = "Idempotency-Key reused with a different request"
-    default_detail = "This Idempotency-Key was already used for a different charge."
+    default_detail = "This Idempotency-Key was already used for a different request."
 
 
 class OutTradeNoMismatch(ApplicationError):
@@ -57,6 +57,26 @@ class OutTradeNoMismatch(ApplicationError):
     default_detail = (
         "A charge with this out_trade_no exists with a different amount, currency or payer."
     )
+
+
+class OutRefundNoMismatch(ApplicationError):
+    """A refund with this ``out_refund_no`` exists for another charge or amount."""
+
+    status = 422
+    code = "out-refund-no-mismatch"
+    title = "out_refund_no reused with different terms"
+    default_detail = (
+        "A refund with this out_refund_no exists for a different out_trade_no or amount."
+    )
+
+
+class RefundNotFound(ApplicationError):
+    """The provider holds no refund for this ``out_refund_no``."""
+
+    status = 404
+    code = "refund-not-found"
+    title = "Refund not found"
+    default_detail = "No refund exists for this out_refund_no."
 
 
 class ChargeNotFound(ApplicationError):
@@ -101,4 +121,6 @@ class ProviderError(ApplicationError):
     status = 500
     code = "provider-error"
     title = "Provider error"
-    default_detail = "The provider failed to answer; the charge may or may not have happened."
+    default_detail = (
+        "The provider failed to answer; the charge or refund may or may not have happened."
+    )

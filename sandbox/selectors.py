@@ -2,8 +2,8 @@
 
 from django.db.models import QuerySet
 
-from sandbox.errors import ChargeNotFound, WalletNotFound
-from sandbox.models import Charge, Fault, Wallet
+from sandbox.errors import ChargeNotFound, RefundNotFound, WalletNotFound
+from sandbox.models import Charge, Fault, Refund, Wallet
 
 
 def charge_get(*, out_trade_no: str) -> Charge:
@@ -11,6 +11,13 @@ def charge_get(*, out_trade_no: str) -> Charge:
     if charge is None:
         raise ChargeNotFound()
     return charge
+
+
+def refund_get(*, out_refund_no: str) -> Refund:
+    refund = Refund.objects.select_related("charge").filter(out_refund_no=out_refund_no).first()
+    if refund is None:
+        raise RefundNotFound()
+    return refund
 
 
 def wallet_get(*, payer: str) -> Wallet:
@@ -22,6 +29,10 @@ def wallet_get(*, payer: str) -> Wallet:
 
 def wallet_charges(*, wallet: Wallet) -> QuerySet[Charge]:
     return Charge.objects.select_related("wallet").filter(wallet=wallet)
+
+
+def wallet_refunds(*, wallet: Wallet) -> QuerySet[Refund]:
+    return Refund.objects.select_related("charge").filter(charge__wallet=wallet)
 
 
 def fault_list_active() -> QuerySet[Fault]:

@@ -18,3 +18,13 @@ def deliver_notification(self: Task[Any, Any], notification_id: int) -> str:
     if result.retry_in is not None:
         raise self.retry(countdown=result.retry_in)
     return result.status
+
+
+@shared_task(acks_late=True)
+def settle_late_success(charge_id: int) -> str:
+    """A charge declined under ``late_success`` succeeds now (safe to run twice)."""
+    # Imported here: the service enqueues this task, so it imports this module.
+    from sandbox.services.late_success import late_success_settle
+
+    charge = late_success_settle(charge_id=charge_id)
+    return "already settled" if charge is None else charge.status

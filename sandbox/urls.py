@@ -5,11 +5,13 @@ from sandbox.api import (
     ChargeCreateApi,
     ChargeDetailApi,
     FaultListApi,
+    RefundCreateApi,
+    RefundDetailApi,
     WalletDetailApi,
 )
 
 # No trailing slashes: the provider's contract spells its URLs this way. ``path``
-# converters, so an out_trade_no or payer holding a "/" is still addressable; the
+# converters, so an out_trade_no, out_refund_no or payer holding a "/" is still addressable; the
 # close route comes first, so ".../close" always means the close action.
 urlpatterns = [
     path("v1/charges", ChargeCreateApi.as_view(), name="sandbox-charge-create"),
@@ -19,6 +21,8 @@ urlpatterns = [
         name="sandbox-charge-close",
     ),
     path("v1/charges/<path:out_trade_no>", ChargeDetailApi.as_view(), name="sandbox-charge"),
+    path("v1/refunds", RefundCreateApi.as_view(), name="sandbox-refund-create"),
+    path("v1/refunds/<path:out_refund_no>", RefundDetailApi.as_view(), name="sandbox-refund"),
     path("v1/wallets/<path:payer>", WalletDetailApi.as_view(), name="sandbox-wallet"),
     path("v1/faults", FaultListApi.as_view(), name="sandbox-faults"),
 ]

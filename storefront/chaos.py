@@ -82,6 +82,14 @@ FAULT_MODES = (
         "Dropped callback",
         "No notification at all: the pay answer (or the reconciler) settles the payment alone.",
     ),
+    FaultMode(
+        Fault.Mode.LATE_SUCCESS,
+        "Late success",
+        "The provider declines now and takes the money after the delay, as asynchronous "
+        "methods do: the shop answers 402, then must account for that late capture (roll "
+        "the order forward, or refund it) instead of keeping money it never sold anything for.",
+        takes_delay=True,
+    ),
 )
 FAULT_MODE_BY_NAME = {fault.mode: fault for fault in FAULT_MODES}
 

@@ -1,4 +1,27 @@
-"""What the shop needs from any payment provider: a small protocol and its values."""
+"""What the shop needs from any payment provider: a small protocol and its values.
+
+The contract every adapter must honour (idempotent create on our reference, a
+query that is the truth, a fence, answers that name what was asked about), and
+how Stripe, Alipay and WeChat Pay map onto it, is in ``CONTRACT.md`` next to
+this file.
+
+Exceptions, and what the flows may conclude from each:
+
+- ``ProviderOutcomeUnknown``: a timeout, a 5xx, a 408/409/429 (the provider is
+  busy with the same request, or asks us to slow down), or an answer we cannot
+  read. Money may or may not have moved: never treated as success or failure;
+  retry with the same key, or query.
+- ``ProviderAnswerConflict`` (an ``ProviderOutcomeUnknown``): an answer that
+  reads fine but is about another reference than the one we asked about. Never
+  applied: it proves nothing about our attempt.
+- ``ProviderRejected(status, code)``: any other 4xx on a call that moves money.
+  The provider refused the request as such (validation, unknown charge, a
+  reference reused with other terms), so nothing moved for this request.
+  Whether that makes the attempt final is the flow's decision. A 404 on a read
+  (``query``, ``query_refund``, ``wallet``) is not a rejection: it means "no such
+  thing" and is answered as ``None``; a 409 on ``close`` is the charge that
+  already succeeded, answered as that charge.
+"""
 
 from __future__ import annotations
 
@@ -30,12 +53,16 @@ class ChargeResult:
 
 class RefundStatus(enum.StrEnum):
     SUCCESS = "SUCCESS"
-    DECLINED = "DECLINED"
+    DECLINED = "DECLINED"  # final: nothing was refunded for this out_refund_no
 
 
 @dataclass(frozen=True)
 class RefundResult:
-    """The provider's account of one refund attempt (by our ``out_refund_no``)."""
+    """The provider's account of one refund (by our ``out_refund_no``).
+
+    ``currency`` is None only for a declined refund of a charge whose terms the
+    provider never knew (an attempt fenced before any charge).
+    """
 
     out_refund_no: str
     out_trade_no: str
@@ -48,20 +75,6 @@ class RefundResult:
 
 
 @dataclass(frozen=True)
-class RefundNotification:
-    """A verified refund notification: the provider says this refund settled like this."""
-
-    notify_id: str
-    refund_id: str
-    out_refund_no: str
-    out_trade_no: str
-    status: RefundStatus
-    amount: int
-    currency: str
-    refunded_at: datetime | None
-
-
-@dataclass(frozen=True)
 class WalletStatement:
     """The provider's account of one payer: what the audit compares our books with."""
 
@@ -69,7 +82,8 @@ class WalletStatement:
     balance: int
     charged_total: int  # the sum of the payer's successful charges, as the provider keeps it
     charges: tuple[ChargeResult, ...]
-    refunded_total: int = 0  # the sum of the payer's successful refunds
+    refunded_total: int  # the sum of the payer's successful refunds; net debit = charged - refunded
+    refunds: tuple[RefundResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,13 +99,47 @@ class Notification:
     paid_at: datetime | None
 
 
+@dataclass(frozen=True)
+class RefundNotification:
+    """A verified refund notification: the provider says this refund settled like this."""
+
+    notify_id: str
+    refund_id: str
+    out_refund_no: str
+    out_trade_no: str
+    status: RefundStatus
+    amount: int
+    currency: str | None
+    refunded_at: datetime | None
+
+
 class ProviderOutcomeUnknown(Exception):
-    """We cannot tell whether the provider charged: timeout, 5xx, or an answer we
+    """We cannot tell whether the provider moved money: timeout, 5xx, or an answer we
     do not understand. Never treated as success or failure; reconcile instead."""
 
 
 class ProviderAnswerConflict(ProviderOutcomeUnknown):
-    """The provider answered about another reference than the one we asked about."""
+    """The provider answered about another reference than the one we asked about.
+
+    A well-formed answer naming another ``out_trade_no`` (charge, query, close) or
+    another ``out_refund_no`` (refund, query_refund) says nothing about ours: it is
+    never applied, and what became of ours is as unknown as after a timeout.
+    """
+
+
+class ProviderRejected(Exception):
+    """The provider refused a money-moving request with a 4xx: nothing moved for it.
+
+    ``status`` is the HTTP status, ``code`` the provider's error code (None when
+    its answer had none). Not an outcome-unknown: retrying the same request gets
+    the same refusal. 404 on reads and 409 on close are not rejections (see the
+    module docstring); 408, 409 elsewhere and 429 are outcome-unknown.
+    """
+
+    def __init__(self, status: int, code: str | None) -> None:
+        super().__init__(f"provider rejected the request: HTTP {status} {code or '(no code)'}")
+        self.status = status
+        self.code = code
 
 
 class NotificationInvalid(Exception):
@@ -107,7 +155,7 @@ class NotificationMalformed(NotificationInvalid):
 
 
 class PaymentProvider(Protocol):
-    """The five things the shop asks of a provider."""
+    """The seven things the shop asks of a provider."""
 
     def charge(
         self,
@@ -123,17 +171,16 @@ class PaymentProvider(Protocol):
         ...
 
     def query(self, *, out_trade_no: str) -> ChargeResult | None:
-        """The truth about an attempt, or None if the provider never saw it."""
+        """The truth about an attempt, or None if the provider never saw it.
+
+        Raises ProviderOutcomeUnknown (ProviderAnswerConflict: about another attempt).
+        """
         ...
 
     def close(self, *, out_trade_no: str) -> ChargeResult:
-        """Fence the attempt: afterwards it can never succeed. Returns what it became."""
-        ...
+        """Fence the attempt: afterwards it can never succeed. Returns what it became.
 
-    def wallet(self, *, payer: str) -> WalletStatement | None:
-        """The payer's account (balance, total charged, charges), or None if never charged.
-
-        Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
+        Raises ProviderOutcomeUnknown (ProviderAnswerConflict: about another attempt).
         """
         ...
 
@@ -146,11 +193,22 @@ class PaymentProvider(Protocol):
         notify_url: str,
         idempotency_key: str,
     ) -> RefundResult:
-        """Refund once per ``idempotency_key``; a retry replays. Raises ProviderOutcomeUnknown."""
+        """Refund once per ``idempotency_key`` and per ``out_refund_no``; a retry replays.
+
+        Raises ProviderOutcomeUnknown (timeout, 5xx, garbage, another out_refund_no:
+        ProviderAnswerConflict) or ProviderRejected (a 4xx: nothing refunded).
+        """
         ...
 
     def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
-        """The truth about a refund attempt, or None if the provider never saw it."""
+        """The truth about a refund, or None if the provider never saw it."""
+        ...
+
+    def wallet(self, *, payer: str) -> WalletStatement | None:
+        """The payer's account (balance, total charged, charges), or None if never charged.
+
+        Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
+        """
         ...
 
     def verify_notification(

@@ -1,10 +1,12 @@
 """The HTTP client for the sandbox provider (DESIGN.md section 5).
 
-Everything the shop knows about the sandbox is in this file: its URLs, its
-JSON, its signature header. Every answer is parsed strictly, and anything we
-do not understand (a timeout, a 5xx, an unexpected status, garbage JSON) is
-``ProviderOutcomeUnknown``: the charge may or may not have happened, and only
-asking the provider later (query by ``out_trade_no``) can tell.
+Everything the shop knows about the sandbox is in this file and its JSON
+reader (``sandbox_parsing``): its URLs, its JSON, its signature header. Every
+answer is parsed strictly, and anything we do not understand (a timeout, a 5xx,
+an unexpected status, garbage JSON) is ``ProviderOutcomeUnknown``: the money may
+or may not have moved, and only asking the provider later (query by our
+reference) can tell. An answer about another reference than the one asked about
+is ``ProviderAnswerConflict``; a refused refund (4xx) is ``ProviderRejected``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -23,12 +24,21 @@ from django.conf import settings
 
 from payments.providers.base import (
     ChargeResult,
-    ChargeStatus,
     Notification,
     NotificationMalformed,
     NotificationSignatureInvalid,
+    ProviderAnswerConflict,
     ProviderOutcomeUnknown,
+    ProviderRejected,
+    RefundNotification,
+    RefundResult,
     WalletStatement,
+)
+from payments.providers.sandbox_parsing import (
+    parse_charge,
+    parse_notification,
+    parse_refund,
+    parse_wallet,
 )
 
 T = TypeVar("T")
@@ -37,46 +47,10 @@ SIGNATURE_HEADER = "Sandbox-Signature"
 # A signed notification older (or newer) than this is refused: a captured request
 # cannot be replayed at us later. Five minutes absorbs clock skew and queueing.
 SIGNATURE_TOLERANCE_S = 300
-
-
-def _text(data: Mapping[str, Any], name: str) -> str:
-    value = data.get(name)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{name} must be a non-empty string")
-    return value
-
-
-def _amount(data: Mapping[str, Any], name: str) -> int:
-    value = data.get(name)
-    # bool is an int in Python; a provider saying `true` is not saying 1 fen.
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer")
-    return value
-
-
-def _optional(
-    parse: Callable[[Mapping[str, Any], str], T], data: Mapping[str, Any], name: str
-) -> T | None:
-    return None if data.get(name) is None else parse(data, name)
-
-
-def _timestamp(data: Mapping[str, Any], name: str) -> datetime:
-    return datetime.fromisoformat(_text(data, name))
-
-
-def parse_charge(data: Any) -> ChargeResult:
-    """A charge JSON object -> ChargeResult; ValueError on anything unexpected."""
-    if not isinstance(data, dict):
-        raise ValueError("charge must be a JSON object")
-    return ChargeResult(
-        out_trade_no=_text(data, "out_trade_no"),
-        status=ChargeStatus(_text(data, "status")),
-        trade_no=_optional(_text, data, "trade_no"),
-        amount=_optional(_amount, data, "amount"),
-        currency=_optional(_text, data, "currency"),
-        paid_at=_optional(_timestamp, data, "paid_at"),
-        decline_reason=_optional(_text, data, "decline_reason"),
-    )
+# 4xx answers that do not refuse the request: 408 (the provider gave up reading
+# it), 409 (it is busy with the same key) and 429 (slow down). The request may
+# still be, or have been, carried out: outcome unknown, retry with the same key.
+_TRANSIENT_4XX = frozenset({408, 409, 429})
 
 
 def sign(*, secret: str, timestamp: int, raw_body: bytes) -> str:
@@ -118,11 +92,39 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"{method} {path}: {error.__class__.__name__}") from error
 
     @staticmethod
-    def _charge_from(response: requests.Response) -> ChargeResult:
+    def _read(response: requests.Response, parse: Callable[[Any], T]) -> T:
         try:
-            return parse_charge(response.json())
-        except ValueError as error:  # JSON decode errors are ValueErrors too
+            return parse(response.json())
+        except (ValueError, TypeError, AttributeError) as error:  # JSON errors are ValueErrors
             raise ProviderOutcomeUnknown(f"unreadable answer: {error}") from error
+
+    @staticmethod
+    def _refused(response: requests.Response, what: str) -> Exception:
+        """What a non-200 answer to a money-moving call means (see base.py)."""
+        status = response.status_code
+        if 400 <= status < 500 and status not in _TRANSIENT_4XX:
+            try:
+                code = response.json().get("code")
+            except (ValueError, AttributeError):
+                code = None
+            return ProviderRejected(status, code if isinstance(code, str) else None)
+        return ProviderOutcomeUnknown(f"{what} answered HTTP {status}")
+
+    @staticmethod
+    def _same(asked: str, answered: str, name: str) -> None:
+        # A readable answer about another reference says nothing about ours.
+        if answered != asked:
+            raise ProviderAnswerConflict(f"asked about {name} {asked!r}, answered {answered!r}")
+
+    def _charge_answer(self, response: requests.Response, *, out_trade_no: str) -> ChargeResult:
+        result = self._read(response, parse_charge)
+        self._same(out_trade_no, result.out_trade_no, "out_trade_no")
+        return result
+
+    def _refund_answer(self, response: requests.Response, *, out_refund_no: str) -> RefundResult:
+        result = self._read(response, parse_refund)
+        self._same(out_refund_no, result.out_refund_no, "out_refund_no")
+        return result
 
     def charge(
         self,
@@ -148,10 +150,7 @@ class SandboxProvider:
         )
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"charge answered HTTP {response.status_code}")
-        result = self._charge_from(response)
-        if result.out_trade_no != out_trade_no:
-            raise ProviderOutcomeUnknown("charge answered for another out_trade_no")
-        return result
+        return self._charge_answer(response, out_trade_no=out_trade_no)
 
     def query(self, *, out_trade_no: str) -> ChargeResult | None:
         response = self._call("GET", f"/v1/charges/{out_trade_no}")
@@ -159,19 +158,52 @@ class SandboxProvider:
             return None
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"query answered HTTP {response.status_code}")
-        return self._charge_from(response)
+        return self._charge_answer(response, out_trade_no=out_trade_no)
 
     def close(self, *, out_trade_no: str) -> ChargeResult:
         response = self._call("POST", f"/v1/charges/{out_trade_no}/close")
         if response.status_code == 409:
             # Too late to fence: it succeeded. The problem body nests the charge.
-            try:
-                return parse_charge(response.json().get("charge"))
-            except (ValueError, AttributeError) as error:
-                raise ProviderOutcomeUnknown(f"unreadable answer: {error}") from error
+            result = self._read(response, lambda problem: parse_charge(problem.get("charge")))
+            self._same(out_trade_no, result.out_trade_no, "out_trade_no")
+            return result
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"close answered HTTP {response.status_code}")
-        return self._charge_from(response)
+        return self._charge_answer(response, out_trade_no=out_trade_no)
+
+    def refund(
+        self,
+        *,
+        out_refund_no: str,
+        out_trade_no: str,
+        amount: int,
+        notify_url: str,
+        idempotency_key: str,
+    ) -> RefundResult:
+        response = self._call(
+            "POST",
+            "/v1/refunds",
+            headers={"Idempotency-Key": idempotency_key},
+            json={
+                "out_refund_no": out_refund_no,
+                "out_trade_no": out_trade_no,
+                "amount": amount,
+                "notify_url": notify_url,
+            },
+        )
+        if response.status_code != 200:
+            raise self._refused(response, "refund")
+        result = self._refund_answer(response, out_refund_no=out_refund_no)
+        self._same(out_trade_no, result.out_trade_no, "out_trade_no")
+        return result
+
+    def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
+        response = self._call("GET", f"/v1/refunds/{quote(out_refund_no, safe='')}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise ProviderOutcomeUnknown(f"refund query answered HTTP {response.status_code}")
+        return self._refund_answer(response, out_refund_no=out_refund_no)
 
     def wallet(self, *, payer: str) -> WalletStatement | None:
         response = self._call("GET", f"/v1/wallets/{quote(payer, safe='')}")
@@ -179,23 +211,13 @@ class SandboxProvider:
             return None
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"wallet answered HTTP {response.status_code}")
-        try:
-            data = response.json()
-            charges = data.get("charges")
-            if not isinstance(charges, list):
-                raise ValueError("charges must be a list")
-            return WalletStatement(
-                payer=_text(data, "payer"),
-                balance=_amount(data, "balance"),
-                charged_total=_amount(data, "charged_total"),
-                charges=tuple(parse_charge(charge) for charge in charges),
-            )
-        except (ValueError, AttributeError) as error:
-            raise ProviderOutcomeUnknown(f"unreadable answer: {error}") from error
+        return self._read(response, parse_wallet)
 
     # --- notifications -------------------------------------------------------------
 
-    def verify_notification(self, *, headers: Mapping[str, str], raw_body: bytes) -> Notification:
+    def verify_notification(
+        self, *, headers: Mapping[str, str], raw_body: bytes
+    ) -> Notification | RefundNotification:
         """Check ``Sandbox-Signature`` over the raw bytes first; only then parse them."""
         timestamp, signatures = self._parse_signature_header(headers.get(SIGNATURE_HEADER))
         if abs(time.time() - timestamp) > SIGNATURE_TOLERANCE_S:
@@ -208,16 +230,7 @@ class SandboxProvider:
         if not any(matches):
             raise NotificationSignatureInvalid("no signature matches")
         try:
-            data = json.loads(raw_body)
-            return Notification(
-                notify_id=_text(data, "notify_id"),
-                trade_no=_text(data, "trade_no"),
-                out_trade_no=_text(data, "out_trade_no"),
-                trade_status=ChargeStatus(_text(data, "trade_status")),
-                amount=_amount(data, "amount"),
-                currency=_text(data, "currency"),
-                paid_at=_optional(_timestamp, data, "paid_at"),
-            )
+            return parse_notification(json.loads(raw_body))
         except (ValueError, TypeError, AttributeError) as error:
             raise NotificationMalformed(f"malformed notification: {error}") from error
 

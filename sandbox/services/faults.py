@@ -1,8 +1,9 @@
-"""Scripted faults: arm, clear, and consume them for a new charge.
+"""Scripted faults: arm, clear, and consume them for a new charge or refund.
 
-One row per mode, each with its own counter, so modes stack. A count is taken
-only by a charge that really is new (never by a replay or a dedupe), and only
-by a conditional UPDATE, so two concurrent charges never share the last one.
+One row per (mode, target), each with its own counter, so modes stack. A count
+is taken only by a charge (or refund) that really is new (never by a replay or
+a dedupe), only from faults aimed at its kind, and only by a conditional
+UPDATE, so two concurrent requests never share the last one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ SHUFFLE_SPREAD_S = 3.0
 
 @dataclass(frozen=True)
 class AppliedFaults:
-    """The faults consumed by one new charge (all off: a well-behaved provider)."""
+    """The faults consumed by one new charge or refund (all off: a well-behaved provider)."""
 
     decline: bool = False
     fail_before_commit: bool = False
@@ -32,6 +33,7 @@ class AppliedFaults:
     drop_notification: bool = False
     copies: int = 1
     shuffle_spread_s: float | None = None  # None: copies are sent at once, in order
+    late_success_delay_s: float | None = None  # None: the outcome is final at once
 
     @classmethod
     def from_rows(cls, rows: Sequence[tuple[str, float, int]]) -> AppliedFaults:
@@ -43,6 +45,7 @@ class AppliedFaults:
             if mode in by_mode:
                 copies = max(copies, by_mode[mode][1])
         shuffle = by_mode.get(Mode.CALLBACK_SHUFFLE)
+        late = by_mode.get(Mode.LATE_SUCCESS)
         return cls(
             decline=Mode.DECLINE in by_mode,
             fail_before_commit=Mode.ERROR_BEFORE_COMMIT in by_mode,
@@ -51,19 +54,23 @@ class AppliedFaults:
             drop_notification=Mode.CALLBACK_DROP in by_mode,
             copies=copies,
             shuffle_spread_s=None if shuffle is None else (shuffle[0] or SHUFFLE_SPREAD_S),
+            late_success_delay_s=None if late is None else late[0],
         )
 
 
 NO_FAULTS = AppliedFaults()
 
 
-def fault_set(*, mode: str, count: int, delay_s: float, copies: int) -> Fault:
-    """Arm ``mode`` for the next ``count`` new charges (re-arming replaces its counter)."""
-    # An upsert on the unique mode: two staff clicks at once leave one row, not two.
+def fault_set(
+    *, mode: str, count: int, delay_s: float, copies: int, target: str = Fault.Target.CHARGE
+) -> Fault:
+    """Arm ``mode`` for the next ``count`` new charges or refunds (re-arming replaces
+    its counter)."""
+    # An upsert on the unique (mode, target): two staff clicks at once leave one row.
     (fault,) = Fault.objects.bulk_create(
-        [Fault(mode=mode, remaining=count, delay_s=delay_s, copies=copies)],
+        [Fault(mode=mode, target=target, remaining=count, delay_s=delay_s, copies=copies)],
         update_conflicts=True,
-        unique_fields=["mode"],
+        unique_fields=["mode", "target"],
         update_fields=["remaining", "delay_s", "copies", "updated_at"],
     )
     return fault
@@ -74,7 +81,7 @@ def fault_clear() -> int:
     return deleted
 
 
-def _fault_take(modes: Sequence[str]) -> list[tuple[str, float, int]]:
+def _fault_take(modes: Sequence[str], target: str) -> list[tuple[str, float, int]]:
     """Consume one count of each active fault among ``modes``; return what was taken.
 
     One conditional UPDATE: ``remaining > 0`` is checked by PostgreSQL under the
@@ -86,21 +93,23 @@ def _fault_take(modes: Sequence[str]) -> list[tuple[str, float, int]]:
     sql = (
         f"UPDATE {table} SET remaining = remaining - 1, updated_at = %s "  # noqa: S608 - our table
         f"WHERE remaining > 0 AND id IN ("
-        f"  SELECT id FROM {table} WHERE mode = ANY(%s) AND remaining > 0 ORDER BY id FOR UPDATE"
+        f"  SELECT id FROM {table}"
+        f"  WHERE mode = ANY(%s) AND target = %s AND remaining > 0 ORDER BY id FOR UPDATE"
         f") RETURNING mode, delay_s, copies"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [timezone.now(), list(modes)])
+        cursor.execute(sql, [timezone.now(), list(modes), target])
         return [(mode, float(delay_s), int(copies)) for mode, delay_s, copies in cursor.fetchall()]
 
 
-def fault_take_for_charge() -> AppliedFaults:
-    """The faults that apply to the new charge being made. Call inside its transaction.
+def fault_take_for(target: str) -> AppliedFaults:
+    """The faults that apply to the new charge (or refund) being made, by ``target``.
+    Call inside its transaction.
 
     error_before_commit is taken alone: that charge will not exist, so the other
     modes must stay armed for the next charge that does.
     """
-    if _fault_take([Fault.Mode.ERROR_BEFORE_COMMIT]):
+    if _fault_take([Fault.Mode.ERROR_BEFORE_COMMIT], target):
         return AppliedFaults(fail_before_commit=True)
     others = [mode for mode in Fault.Mode.values if mode != Fault.Mode.ERROR_BEFORE_COMMIT]
-    return AppliedFaults.from_rows(_fault_take(others))
+    return AppliedFaults.from_rows(_fault_take(others, target))

@@ -1,17 +1,22 @@
-"""The notifications a settled charge schedules: rows now, Celery at commit."""
+"""The notifications a settled charge or refund schedules: rows now, Celery at commit."""
 
 from __future__ import annotations
 
 import random
 import secrets
 from functools import partial
+from typing import Any
 
 from django.db import transaction
 
-from sandbox.models import Charge, Notification
-from sandbox.serializers import charge_json
-from sandbox.services.faults import AppliedFaults
+from sandbox.models import Charge, Notification, Refund
+from sandbox.serializers import charge_json, refund_json
+from sandbox.services.faults import NO_FAULTS, AppliedFaults
 from sandbox.tasks import deliver_notification
+
+# The ``event`` of a refund notification. A charge notification has no ``event``:
+# its body stays exactly what merchants already read.
+REFUND_EVENT = "refund"
 
 
 def _new_notify_id() -> str:
@@ -23,15 +28,10 @@ def notification_enqueue(*, notification_id: int, countdown: float) -> None:
     deliver_notification.apply_async(args=(notification_id,), countdown=countdown)
 
 
-def notifications_schedule(*, charge: Charge, faults: AppliedFaults) -> list[Notification]:
-    """Store one row per copy and enqueue each once the transaction commits.
-
-    The rows commit with the charge, so a notification is never lost between the
-    charge and the queue: a crash before commit loses both, after it the rows
-    exist (and stay pending if the enqueue itself was lost).
-    """
-    if faults.drop_notification:
-        return []
+def charge_notifications_schedule(
+    *, charge: Charge, faults: AppliedFaults = NO_FAULTS
+) -> list[Notification]:
+    """What a settled charge sends (its body has no ``event``)."""
     payload = {
         "notify_id": _new_notify_id(),
         "trade_no": charge.trade_no,
@@ -41,14 +41,50 @@ def notifications_schedule(*, charge: Charge, faults: AppliedFaults) -> list[Not
         "currency": charge.currency,
         "paid_at": charge_json(charge)["paid_at"],
     }
+    return _schedule(payload=payload, subject={"charge": charge}, faults=faults)
+
+
+def refund_notifications_schedule(*, refund: Refund, faults: AppliedFaults) -> list[Notification]:
+    """What a settled refund sends: ``event: refund`` and the refund's fields."""
+    body = refund_json(refund)
+    payload = {
+        "event": REFUND_EVENT,
+        "notify_id": _new_notify_id(),
+        **{
+            name: body[name]
+            for name in (
+                "refund_id",
+                "out_refund_no",
+                "out_trade_no",
+                "status",
+                "amount",
+                "currency",
+                "refunded_at",
+            )
+        },
+    }
+    return _schedule(payload=payload, subject={"refund": refund}, faults=faults)
+
+
+def _schedule(
+    *, payload: dict[str, Any], subject: dict[str, Any], faults: AppliedFaults
+) -> list[Notification]:
+    """Store one row per copy and enqueue each once the transaction commits.
+
+    The rows commit with the charge (or refund), so a notification is never lost
+    between the money and the queue: a crash before commit loses both, after it
+    the rows exist (and stay pending if the enqueue itself was lost).
+    """
+    if faults.drop_notification:
+        return []
     spread = faults.shuffle_spread_s
     rows = Notification.objects.bulk_create(
         Notification(
             notify_id=payload["notify_id"],
             copy=number,
-            charge=charge,
             payload=payload,
             first_delay_s=0.0 if spread is None else random.uniform(0, spread),  # noqa: S311
+            **subject,
         )
         for number in range(1, faults.copies + 1)
     )

@@ -27,7 +27,7 @@ from bench.phases import Probe, Stopwatch, phase_rows
 from bench.profiling import Step, attribute, layer_of
 from bench.report import Machine, RunReport, markdown, metrics_table, to_json
 from bench.stats import Metric, Sample, Target, in_window, percentile, ratio, summarize
-from payments.providers import NotificationSignatureInvalid
+from payments.providers import Notification, NotificationSignatureInvalid
 from payments.providers.sandbox import SandboxProvider
 from sandbox.delivery import encode_body
 
@@ -509,6 +509,7 @@ def test_a_signed_bench_notification_is_accepted_by_the_shops_verifier():
 
     notification = verifier.verify_notification(headers=headers, raw_body=notice.body)
 
+    assert isinstance(notification, Notification)  # no ``event``: a charge's
     assert notification.notify_id == notice.notify_id
     assert (notification.out_trade_no, notification.amount) == ("P20260101ABCDEF", 1999)
     assert notification.trade_status == "SUCCESS"

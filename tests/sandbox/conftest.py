@@ -1,9 +1,11 @@
 """Fixtures of the sandbox provider's tests: merchant clients, a local merchant
 endpoint to deliver notifications to, and an observed enqueue.
 
-No sandbox test sends anything to the real broker: notification enqueues go
-through ``sandbox.services.notifications.notification_enqueue``, which the autouse fixture
-below replaces with a recorder (transactional tests do run on_commit hooks).
+No sandbox test sends anything to the real broker unless it asks for a real
+worker: notification enqueues go through
+``sandbox.services.notifications.notification_enqueue`` and late successes
+through ``sandbox.services.late_success.late_success_enqueue``, which the autouse
+fixture below replaces with recorders (transactional tests do run on_commit hooks).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from sandbox.services import notifications
+from sandbox.services import late_success, notifications
 from tests.conftest import client_for
 from tests.factories import UserFactory
 
@@ -90,16 +92,21 @@ def arm(staff: APIClient) -> Callable[..., Any]:
 @dataclass
 class Enqueued:
     calls: list[tuple[int, float]] = field(default_factory=list)
+    late_successes: list[tuple[int, float]] = field(default_factory=list)
     real: Callable[..., None] = notifications.notification_enqueue
 
     def record(self, *, notification_id: int, countdown: float) -> None:
         self.calls.append((notification_id, countdown))
+
+    def record_late_success(self, *, charge_id: int, countdown: float) -> None:
+        self.late_successes.append((charge_id, countdown))
 
 
 @pytest.fixture(autouse=True)
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> Enqueued:
     recorder = Enqueued()
     monkeypatch.setattr(notifications, "notification_enqueue", recorder.record)
+    monkeypatch.setattr(late_success, "late_success_enqueue", recorder.record_late_success)
     return recorder
 
 

@@ -95,6 +95,7 @@ def test_what_the_merchant_receives_is_signed_json(receiver):
         "paid_at",
     }
     charge = notification.charge
+    assert charge is not None
     assert (sent["trade_no"], sent["trade_status"], sent["amount"]) == (
         charge.trade_no,
         "SUCCESS",

@@ -203,7 +203,13 @@ def test_faults_endpoint_lists_arms_and_clears(staff):
 
     assert armed.status_code == 201
     assert armed.json() == [
-        {"mode": "timeout_after_commit", "remaining": 1, "delay_s": 1.5, "copies": 3}
+        {
+            "mode": "timeout_after_commit",
+            "target": "charge",
+            "remaining": 1,
+            "delay_s": 1.5,
+            "copies": 3,
+        }
     ]
     staff.post(FAULTS, {"mode": "decline", "count": 5}, format="json")
     assert [fault["mode"] for fault in staff.get(FAULTS).json()] == [

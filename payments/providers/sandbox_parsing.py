@@ -1,0 +1,136 @@
+"""The sandbox's JSON, read strictly into the provider values of ``base``.
+
+Every function raises ValueError (or TypeError/AttributeError on a wrong shape)
+on anything unexpected; the client turns that into ProviderOutcomeUnknown for
+answers and NotificationMalformed for notifications.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from payments.providers.base import (
+    ChargeResult,
+    ChargeStatus,
+    Notification,
+    RefundNotification,
+    RefundResult,
+    RefundStatus,
+    WalletStatement,
+)
+
+T = TypeVar("T")
+
+# The ``event`` of a refund notification; a body without ``event`` is a charge's.
+REFUND_EVENT = "refund"
+
+
+def _object(data: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be a JSON object")
+    return data
+
+
+def _text(data: Mapping[str, Any], name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string")
+    return value
+
+
+def _amount(data: Mapping[str, Any], name: str) -> int:
+    value = data.get(name)
+    # bool is an int in Python; a provider saying `true` is not saying 1 fen.
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer")
+    return value
+
+
+def _optional(
+    parse: Callable[[Mapping[str, Any], str], T], data: Mapping[str, Any], name: str
+) -> T | None:
+    return None if data.get(name) is None else parse(data, name)
+
+
+def _timestamp(data: Mapping[str, Any], name: str) -> datetime:
+    return datetime.fromisoformat(_text(data, name))
+
+
+def _list(data: Mapping[str, Any], name: str) -> list[Any]:
+    value = data.get(name)
+    if not isinstance(value, list):
+        raise ValueError(f"{name} must be a list")
+    return value
+
+
+def parse_charge(data: Any) -> ChargeResult:
+    """A charge JSON object -> ChargeResult."""
+    data = _object(data, "charge")
+    return ChargeResult(
+        out_trade_no=_text(data, "out_trade_no"),
+        status=ChargeStatus(_text(data, "status")),
+        trade_no=_optional(_text, data, "trade_no"),
+        amount=_optional(_amount, data, "amount"),
+        currency=_optional(_text, data, "currency"),
+        paid_at=_optional(_timestamp, data, "paid_at"),
+        decline_reason=_optional(_text, data, "decline_reason"),
+    )
+
+
+def parse_refund(data: Any) -> RefundResult:
+    """A refund JSON object -> RefundResult."""
+    data = _object(data, "refund")
+    return RefundResult(
+        out_refund_no=_text(data, "out_refund_no"),
+        out_trade_no=_text(data, "out_trade_no"),
+        status=RefundStatus(_text(data, "status")),
+        refund_id=_optional(_text, data, "refund_id"),
+        amount=_optional(_amount, data, "amount"),
+        currency=_optional(_text, data, "currency"),
+        refunded_at=_optional(_timestamp, data, "refunded_at"),
+        decline_reason=_optional(_text, data, "decline_reason"),
+    )
+
+
+def parse_wallet(data: Any) -> WalletStatement:
+    """A wallet JSON object -> WalletStatement."""
+    data = _object(data, "wallet")
+    return WalletStatement(
+        payer=_text(data, "payer"),
+        balance=_amount(data, "balance"),
+        charged_total=_amount(data, "charged_total"),
+        charges=tuple(parse_charge(charge) for charge in _list(data, "charges")),
+        refunded_total=_amount(data, "refunded_total"),
+        refunds=tuple(parse_refund(refund) for refund in _list(data, "refunds")),
+    )
+
+
+def parse_notification(data: Any) -> Notification | RefundNotification:
+    """A notification body -> Notification (no ``event``) or RefundNotification."""
+    data = _object(data, "notification")
+    event = data.get("event")
+    if event is None:
+        return Notification(
+            notify_id=_text(data, "notify_id"),
+            trade_no=_text(data, "trade_no"),
+            out_trade_no=_text(data, "out_trade_no"),
+            trade_status=ChargeStatus(_text(data, "trade_status")),
+            amount=_amount(data, "amount"),
+            currency=_text(data, "currency"),
+            paid_at=_optional(_timestamp, data, "paid_at"),
+        )
+    if event != REFUND_EVENT:
+        # An event we do not know is not a charge notification in disguise.
+        raise ValueError(f"unknown event {event!r}")
+    return RefundNotification(
+        notify_id=_text(data, "notify_id"),
+        refund_id=_text(data, "refund_id"),
+        out_refund_no=_text(data, "out_refund_no"),
+        out_trade_no=_text(data, "out_trade_no"),
+        status=RefundStatus(_text(data, "status")),
+        amount=_amount(data, "amount"),
+        currency=_optional(_text, data, "currency"),
+        refunded_at=_optional(_timestamp, data, "refunded_at"),
+    )

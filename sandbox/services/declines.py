@@ -1,0 +1,10 @@
+"""The ``decline_reason`` values the sandbox answers with (part of its API)."""
+
+DECLINE_INSUFFICIENT_FUNDS = "insufficient_funds"
+DECLINE_SCRIPTED = "do_not_honor"  # what a card network says when it gives no reason
+# late_success: not paid yet. What an asynchronous method says while the payer has
+# still to confirm; the merchant cannot tell it from a final decline.
+DECLINE_PENDING = "payment_pending"
+# Refunds: only a SUCCESS charge can be refunded, and never beyond its amount.
+DECLINE_CHARGE_NOT_REFUNDABLE = "charge_not_refundable"
+DECLINE_EXCEEDS_REFUNDABLE = "exceeds_refundable"

@@ -1,0 +1,174 @@
+"""Refunds: giving back (part of) a successful charge, once per ``out_refund_no``.
+
+Built like charges (services.charges): the refund row, the charge's refunded
+total, the wallet credit, the idempotency record and the notification rows
+commit in ONE transaction; dedupe is by unique constraints (the key and
+``out_refund_no``), never by a read; faults misbehave only around that commit.
+
+The limit "refunds of a charge never exceed it" is one conditional UPDATE on the
+charge (``refunded_total + amount <= amount``, only while SUCCESS), evaluated by
+PostgreSQL under the row lock, so concurrent refunds of one charge queue on that
+row and the last one that would go over is declined; a CHECK backs it.
+
+Decisions a merchant relies on:
+- an ``out_trade_no`` the provider holds no row for: 404 ``charge-not-found``,
+  nothing stored (a retry once the charge exists is a new request);
+- a charge that is not SUCCESS (DECLINED, CLOSED): 200 DECLINED
+  ``charge_not_refundable``, stored and deduped like any refund;
+- more than the charge's refundable rest: 200 DECLINED ``exceeds_refundable``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from sandbox.errors import ChargeNotFound, OutRefundNoMismatch
+from sandbox.models import Charge, Fault, Refund
+from sandbox.serializers import refund_json
+from sandbox.services.declines import (
+    DECLINE_CHARGE_NOT_REFUNDABLE,
+    DECLINE_EXCEEDS_REFUNDABLE,
+    DECLINE_SCRIPTED,
+)
+from sandbox.services.faults import NO_FAULTS, AppliedFaults, fault_take_for
+from sandbox.services.idempotency import (
+    Answer,
+    fingerprint,
+    once_per_key,
+    raise_if_raced,
+    record_insert,
+    record_replay,
+)
+from sandbox.services.notifications import refund_notifications_schedule
+from sandbox.services.wallets import wallet_credit
+
+
+@dataclass(frozen=True)
+class RefundTerms:
+    """The refund request body, validated."""
+
+    out_refund_no: str
+    out_trade_no: str
+    amount: int
+    notify_url: str
+
+
+class _AbandonRefund(Exception):
+    """error_before_commit: undo the refund, keep the consumed fault count."""
+
+
+def _new_refund_id() -> str:
+    # 80 random bits, like trade_no; the unique index refuses a collision anyway.
+    return "R" + secrets.token_hex(10).upper()
+
+
+def _charge_take_refund(*, charge: Charge, amount: int) -> bool:
+    """Count ``amount`` against the charge if it is SUCCESS and has that much left."""
+    return bool(
+        Charge.objects.filter(
+            pk=charge.pk,
+            status=Charge.Status.SUCCESS,
+            refunded_total__lte=F("amount") - amount,
+        ).update(refunded_total=F("refunded_total") + amount)
+    )
+
+
+def _settle(*, terms: RefundTerms, charge: Charge, faults: AppliedFaults) -> Refund:
+    """Decide the outcome, move the money, and write the refund row: all or nothing."""
+    status, reason, refunded_at = Refund.Status.SUCCESS, None, timezone.now()
+    if faults.decline:
+        status, reason = Refund.Status.DECLINED, DECLINE_SCRIPTED
+    elif _charge_take_refund(charge=charge, amount=terms.amount):
+        assert charge.wallet_id is not None  # a SUCCESS charge has its terms
+        wallet_credit(wallet_id=charge.wallet_id, amount=terms.amount)
+    else:
+        # The UPDATE decided; this read only names the reason (the charge's status
+        # cannot leave SUCCESS, so a SUCCESS now means it was SUCCESS then).
+        succeeded = Charge.objects.filter(pk=charge.pk, status=Charge.Status.SUCCESS).exists()
+        status = Refund.Status.DECLINED
+        reason = DECLINE_EXCEEDS_REFUNDABLE if succeeded else DECLINE_CHARGE_NOT_REFUNDABLE
+    # Inserted after the money: if a concurrent request already holds this
+    # out_refund_no, the INSERT waits for it and raises, and the savepoint takes
+    # our refund back with it.
+    return Refund.objects.create(
+        refund_id=_new_refund_id(),
+        out_refund_no=terms.out_refund_no,
+        charge=charge,
+        status=status,
+        amount=terms.amount,
+        currency=charge.currency,
+        notify_url=terms.notify_url,
+        decline_reason=reason,
+        refunded_at=refunded_at if status == Refund.Status.SUCCESS else None,
+    )
+
+
+def _dedupe(*, key: str, terms: RefundTerms, existing: Refund) -> Answer:
+    """A new key for a refund the provider already holds: answer with that refund."""
+    if existing.charge.out_trade_no != terms.out_trade_no or existing.amount != terms.amount:
+        # Never merge: the same refund reference with other terms is a merchant bug.
+        raise OutRefundNoMismatch(refund_id=existing.refund_id)
+    body = refund_json(existing)
+    record_insert(key=key, fingerprint=fingerprint(terms), refund=existing, body=body)
+    return Answer(body=body, replayed=False)
+
+
+_RACE_CONSTRAINTS = {"sandbox_refund_out_refund_no_unique", "sandbox_idempotency_key_unique"}
+
+
+def _refund_once(*, key: str, terms: RefundTerms) -> tuple[Answer | None, AppliedFaults]:
+    """One attempt inside one transaction. None as the answer: error_before_commit."""
+    try:
+        with transaction.atomic():
+            # The same fast paths, and the same reason they decide nothing alone, as
+            # services.charges._charge_once.
+            if replay := record_replay(key=key, fingerprint=fingerprint(terms)):
+                return replay, NO_FAULTS
+            existing = (
+                Refund.objects.select_related("charge")
+                .filter(out_refund_no=terms.out_refund_no)
+                .first()
+            )
+            if existing is not None:
+                return _dedupe(key=key, terms=terms, existing=existing), NO_FAULTS
+            # Charge rows are never deleted: a row read here is there at commit.
+            charge = Charge.objects.filter(out_trade_no=terms.out_trade_no).first()
+            if charge is None:
+                raise ChargeNotFound()
+
+            faults = fault_take_for(Fault.Target.REFUND)
+            try:
+                with transaction.atomic():  # savepoint: the refund and all it implies
+                    refund = _settle(terms=terms, charge=charge, faults=faults)
+                    if faults.fail_before_commit:
+                        raise _AbandonRefund
+                    body = refund_json(refund)
+                    record_insert(key=key, fingerprint=fingerprint(terms), refund=refund, body=body)
+                    refund_notifications_schedule(refund=refund, faults=faults)
+            except _AbandonRefund:
+                return None, faults
+            return Answer(body=body, replayed=False), faults
+    except IntegrityError as error:
+        raise_if_raced(error, _RACE_CONSTRAINTS)
+
+
+def refund_create(
+    *, idempotency_key: str, out_refund_no: str, out_trade_no: str, amount: int, notify_url: str
+) -> Answer:
+    """Refund ``amount`` of a charge once per key and once per ``out_refund_no``.
+
+    Raises 404 for an unknown ``out_trade_no``, 422 on a key or out_refund_no
+    reused with other terms, and the ``provider-error`` 500 when a scripted fault
+    says so (before or after commit).
+    """
+    terms = RefundTerms(
+        out_refund_no=out_refund_no, out_trade_no=out_trade_no, amount=amount, notify_url=notify_url
+    )
+    return once_per_key(
+        lambda: _refund_once(key=idempotency_key, terms=terms), reference=out_refund_no
+    )
