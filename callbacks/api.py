@@ -16,7 +16,6 @@ from config.openapi import ProblemSerializer
 from payments.providers import (
     NotificationMalformed,
     NotificationSignatureInvalid,
-    RefundNotification,
     get_provider,
 )
 
@@ -70,10 +69,6 @@ class SandboxCallbackApi(APIView):
             if isinstance(error, NotificationSignatureInvalid):
                 raise SignatureInvalid() from error
             raise CallbackMalformed(reason=str(error)) from error
-        if isinstance(notification, RefundNotification):
-            # The adapter reads refund notifications; the shop has no refunds to apply
-            # them to yet, so they are refused exactly as before the adapter knew them.
-            raise CallbackMalformed(reason="refund notifications are not ingested")
         answer = callback_ingest(notification=notification, raw_body=raw_body)
         response = Response(answer.body, status=answer.status)
         if answer.status >= 400:

@@ -1,6 +1,10 @@
 """Every notification the provider sent us, with what we made of it."""
 
 from django.db import models
+from django.db.models import Q
+
+# The outcomes that leave something for reconciliation (see ``resolved_at``).
+UNRESOLVED_OUTCOMES = ("deferred", "rejected", "unmatched")
 
 
 class ProviderNotification(models.Model):
@@ -17,10 +21,18 @@ class ProviderNotification(models.Model):
         UNMATCHED = "unmatched"  # no attempt with this out_trade_no: for reconciliation
         DEFERRED = "deferred"  # would move a state backwards: for reconciliation
 
+    class Event(models.TextChoices):
+        CHARGE = "charge"
+        REFUND = "refund"
+
     provider = models.CharField(max_length=32, default="sandbox")
     notify_id = models.CharField(max_length=64)
-    trade_no = models.CharField(max_length=64)
+    event = models.CharField(max_length=8, choices=Event.choices, default=Event.CHARGE)
+    trade_no = models.CharField(max_length=64, blank=True, default="")  # charges only
     out_trade_no = models.CharField(max_length=64)
+    # Refund notifications: our reference and the provider's id for the refund.
+    out_refund_no = models.CharField(max_length=64, blank=True, default="")
+    refund_id = models.CharField(max_length=64, blank=True, default="")
     trade_status = models.CharField(max_length=16)
     amount = models.BigIntegerField()
     currency = models.CharField(max_length=3)
@@ -37,7 +49,19 @@ class ProviderNotification(models.Model):
         blank=True,
         related_name="notifications",
     )
+    refund_attempt = models.ForeignKey(
+        "payments.Refund",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="notifications",
+    )
     received_at = models.DateTimeField(auto_now_add=True)
+    # What the shop could not apply at once (deferred, rejected, unmatched) is
+    # settled later by the reconciler asking the provider; then it is resolved.
+    # The audit reports every such notification left unresolved.
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["received_at", "id"]
@@ -46,7 +70,15 @@ class ProviderNotification(models.Model):
                 fields=["provider", "notify_id"], name="notification_unique_per_provider"
             ),
         ]
-        indexes = [models.Index(fields=["out_trade_no"], name="notification_out_trade_no_idx")]
+        indexes = [
+            models.Index(fields=["out_trade_no"], name="notification_out_trade_no_idx"),
+            # The reconciler's and the audit's work list: small, whatever the history.
+            models.Index(
+                fields=["received_at"],
+                condition=Q(outcome__in=UNRESOLVED_OUTCOMES, resolved_at__isnull=True),
+                name="notification_unresolved_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.notify_id} ({self.outcome})"

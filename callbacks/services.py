@@ -6,7 +6,14 @@ transaction, so a redelivery finds the row and replays the stored answer; the
 provider gets its 2xx and stops retrying. The effect goes through
 ``payment_settle``, the same service the pay flow and the reconciler use, so
 whichever of the synchronous answer and the notification arrives first settles
-the attempt, and the other changes nothing.
+the attempt, and the other changes nothing. Refund notifications (``event:
+refund``) take the same way into ``refund_settle``.
+
+What cannot be applied (deferred: it contradicts what we hold; rejected: another
+amount) is recorded and left unresolved: the reconciler asks the provider, whose
+query is the truth, settles the matter (rolling forward, or booking and
+refunding an orphaned capture) and marks the notification resolved. A
+notification alone never moves money back.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from django.db import IntegrityError, transaction
 from callbacks.errors import CallbackMismatch, CallbackUnknownPayment
 from callbacks.models import ProviderNotification
 from config.errors import ApplicationError
-from payments.models import Payment
-from payments.providers import ChargeResult, Notification
+from payments.models import Payment, Refund
+from payments.providers import ChargeResult, Notification, RefundNotification, RefundResult
+from payments.refunds import refund_settle
 from payments.services import Settlement, payment_settle
 
 Outcome = ProviderNotification.Outcome
@@ -43,7 +51,7 @@ def _stored(row: ProviderNotification) -> IngestAnswer:
 
 
 def callback_ingest(
-    *, notification: Notification, raw_body: bytes, provider: str = "sandbox"
+    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str = "sandbox"
 ) -> IngestAnswer:
     """Record ``notification`` and apply it once; a redelivery replays the first answer."""
     # A duplicate costs one indexed lookup, no write: the common case under retries.
@@ -62,26 +70,61 @@ def callback_ingest(
         )
 
 
-def _ingest(*, notification: Notification, raw_body: bytes, provider: str) -> IngestAnswer:
-    payment = Payment.objects.filter(out_trade_no=notification.out_trade_no).first()
-    outcome, reason, error = _apply(notification, payment)
+def _ingest(
+    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str
+) -> IngestAnswer:
+    if isinstance(notification, RefundNotification):
+        refund = Refund.objects.filter(refund_no=notification.out_refund_no).first()
+        outcome, reason, error = _apply_refund(notification, refund)
+        row = ProviderNotification(
+            event=ProviderNotification.Event.REFUND,
+            out_refund_no=notification.out_refund_no,
+            refund_id=notification.refund_id,
+            trade_status=notification.status,
+            refund_attempt=refund,
+        )
+    else:
+        payment = Payment.objects.filter(out_trade_no=notification.out_trade_no).first()
+        outcome, reason, error = _apply(notification, payment)
+        row = ProviderNotification(
+            trade_no=notification.trade_no, trade_status=notification.trade_status, payment=payment
+        )
     status, body = (error.status, error.to_problem()) if error else (200, RECEIVED)
-    ProviderNotification.objects.create(
-        provider=provider,
-        notify_id=notification.notify_id,
-        trade_no=notification.trade_no,
-        out_trade_no=notification.out_trade_no,
-        trade_status=notification.trade_status,
-        amount=notification.amount,
-        currency=notification.currency,
-        raw_payload=raw_body.decode(),
-        outcome=outcome,
-        reason=reason,
-        response_status=status,
-        response_body=body,
-        payment=payment,
-    )
+    row.provider = provider
+    row.notify_id = notification.notify_id
+    row.out_trade_no = notification.out_trade_no
+    row.amount = notification.amount
+    row.currency = notification.currency or ""
+    row.raw_payload = raw_body.decode()
+    row.outcome, row.reason = outcome, reason
+    row.response_status, row.response_body = status, body
+    row.save(force_insert=True)
     return IngestAnswer(status, body, outcome, replayed=False)
+
+
+def _mismatch(
+    notification: Notification | RefundNotification, *, amount: int, currency: str
+) -> tuple[str, str, ApplicationError] | None:
+    if (notification.amount, notification.currency) == (amount, currency):
+        return None
+    # Never merged: a duplicate event carrying another amount is recorded and refused.
+    reason = (
+        f"notified {notification.amount} {notification.currency}, attempt is {amount} {currency}"
+    )
+    return Outcome.REJECTED, reason, CallbackMismatch(reason=reason)
+
+
+def _settled(outcome: Settlement, reason: str) -> tuple[str, str, ApplicationError | None]:
+    match outcome:
+        case Settlement.APPLIED:
+            return Outcome.APPLIED, "", None
+        case Settlement.ALREADY_APPLIED:
+            return Outcome.DUPLICATE, "", None
+        case Settlement.CONFLICT:
+            # E.g. "success" for an attempt we fenced and failed, or "declined" after
+            # success: never moved backwards; the reconciler asks the provider.
+            return Outcome.DEFERRED, reason, None
+    raise AssertionError(outcome)
 
 
 def _apply(
@@ -92,13 +135,8 @@ def _apply(
         # Phase one commits an attempt before the provider ever hears of it, so this
         # is not "early": it is someone else's reference, or data we lost. Keep it.
         return Outcome.UNMATCHED, "no such out_trade_no", CallbackUnknownPayment()
-    if (notification.amount, notification.currency) != (payment.amount, payment.currency):
-        # Never merged: a duplicate event carrying another amount is recorded and refused.
-        reason = (
-            f"notified {notification.amount} {notification.currency}, attempt is "
-            f"{payment.amount} {payment.currency}"
-        )
-        return Outcome.REJECTED, reason, CallbackMismatch(reason=reason)
+    if mismatch := _mismatch(notification, amount=payment.amount, currency=payment.currency):
+        return mismatch
     settled = payment_settle(
         payment_id=payment.pk,
         result=ChargeResult(
@@ -110,13 +148,27 @@ def _apply(
             paid_at=notification.paid_at,
         ),
     )
-    match settled.outcome:
-        case Settlement.APPLIED:
-            return Outcome.APPLIED, "", None
-        case Settlement.ALREADY_APPLIED:
-            return Outcome.DUPLICATE, "", None
-        case Settlement.CONFLICT:
-            # E.g. "success" for an attempt we fenced and failed, or "declined" after
-            # success: never moved backwards; the reconciler and the audit look at it.
-            return Outcome.DEFERRED, settled.reason, None
-    raise AssertionError(settled.outcome)
+    return _settled(settled.outcome, settled.reason)
+
+
+def _apply_refund(
+    notification: RefundNotification, refund: Refund | None
+) -> tuple[str, str, ApplicationError | None]:
+    if refund is None:
+        reason = "no such out_refund_no"
+        return Outcome.UNMATCHED, reason, CallbackUnknownPayment(reason=reason)
+    if mismatch := _mismatch(notification, amount=refund.amount, currency=refund.currency):
+        return mismatch
+    settled = refund_settle(
+        refund_id=refund.pk,
+        result=RefundResult(
+            out_refund_no=notification.out_refund_no,
+            out_trade_no=notification.out_trade_no,
+            status=notification.status,
+            refund_id=notification.refund_id,
+            amount=notification.amount,
+            currency=notification.currency,
+            refunded_at=notification.refunded_at,
+        ),
+    )
+    return _settled(settled.outcome, settled.reason)

@@ -49,6 +49,7 @@ from payments.providers import (
     ChargeStatus,
     PaymentProvider,
     ProviderOutcomeUnknown,
+    ProviderRejected,
     RefundResult,
 )
 from payments.refunds import (
@@ -56,6 +57,7 @@ from payments.refunds import (
     refund_create,
     refund_mark_unknown,
     refund_provider_key,
+    refund_rejected,
     refund_settle,
 )
 from payments.services import (
@@ -263,6 +265,10 @@ def _ask_provider_to_refund(*, refund_id: int, provider: PaymentProvider) -> Ref
             notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
             idempotency_key=refund_provider_key(refund),
         )
+    except ProviderRejected as error:
+        # A 4xx: the provider refused this request as such, so nothing was refunded
+        # (e.g. more than the charge has left at the provider). Final, like a decline.
+        return refund_rejected(refund=refund, code=error.code or f"http-{error.status}")
     except ProviderOutcomeUnknown as error:
         refund_mark_unknown(refund_id=refund.pk)
         raise RefundOutcomeUnknown(reason=str(error)) from error

@@ -105,6 +105,19 @@ def refund_mark_unknown(*, refund_id: int) -> bool:
     )
 
 
+def refund_rejected(*, refund: Refund, code: str) -> RefundResult:
+    """The provider refused the refund request (a 4xx): as final as a decline, said so."""
+    return RefundResult(
+        out_refund_no=refund.refund_no,
+        out_trade_no=refund.payment.out_trade_no,
+        status=RefundStatus.DECLINED,
+        refund_id=None,
+        amount=None,
+        currency=None,
+        decline_reason=f"rejected-{code}"[:64],
+    )
+
+
 @dataclass(frozen=True)
 class RefundSettleResult:
     outcome: Settlement

@@ -164,7 +164,7 @@ def wallet(sandbox: str) -> Callable[[User], dict[str, Any]]:
         merchant.credentials(HTTP_AUTHORIZATION=f"Bearer {django_settings.PROVIDER_API_KEY}")
         response = merchant.get(f"/sandbox/v1/wallets/{user.username}")
         if response.status_code == 404:
-            return {"charged_total": 0, "charges": []}
+            return {"charged_total": 0, "refunded_total": 0, "charges": []}
         assert response.status_code == 200, response.content
         return response.json()
 
@@ -175,3 +175,31 @@ def wallet(sandbox: str) -> Callable[[User], dict[str, Any]]:
 def worker(django_db_setup: Any) -> Iterator[Worker]:
     """A real Celery worker process consuming TEST_QUEUE, for this test module."""
     yield from start_worker()
+
+
+@pytest.fixture
+def paid_order(pay: Callable[..., Any], order: Order) -> Order:
+    """``order``, paid through the API (one capture)."""
+    assert pay().status_code == 200
+    return Order.objects.get(pk=order.pk)
+
+
+@pytest.fixture
+def refund(client: APIClient, order: Order, sandbox: str) -> Callable[..., Any]:
+    """POST /api/v1/orders/{number}/refunds/ with the given key (a new one by default)."""
+
+    def send(
+        key: str | None = None,
+        *,
+        body: Any = None,
+        number: str | None = None,
+        api: APIClient | None = None,
+    ) -> Any:
+        return (api or client).post(
+            f"/api/v1/orders/{number or order.number}/refunds/",
+            {} if body is None else body,
+            format="json",
+            headers={"Idempotency-Key": key or new_key()},
+        )
+
+    return send

@@ -1,0 +1,209 @@
+"""POST /api/v1/orders/{number}/refunds/: the refund flow against the real sandbox."""
+
+import pytest
+
+from idempotency.models import IdempotencyKey
+from payments.flows import RefundPoint
+from payments.models import LedgerEntry, Refund
+from tests.assertions import assert_refunded_once
+from tests.conftest import client_for, new_key
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_full_refund_gives_everything_back_once_and_the_order_becomes_refunded(
+    refund, paid_order, user, wallet
+):
+    key = new_key()
+
+    response = refund(key, body={"reason": "changed my mind"})
+
+    assert response.status_code == 200
+    assert response["Idempotent-Replayed"] == "false"
+    body = response.json()
+    assert (body["status"], body["refunded_amount"]) == ("REFUNDED", paid_order.amount)
+    [entry] = body["refunds"]
+    assert entry["status"] == "SUCCEEDED"
+    assert (entry["amount"], entry["reason"]) == (paid_order.amount, "changed my mind")
+    assert entry["refund_id"]
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+    # The capture stays in the books: a refund is its own entry.
+    assert LedgerEntry.objects.filter(order=paid_order, kind="capture").count() == 1
+
+    replay = refund(key, body={"reason": "changed my mind"})
+
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.content == response.content
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+def test_a_partial_refund_leaves_the_order_paid_then_the_rest_refunds_it(
+    refund, paid_order, user, wallet
+):
+    first = refund(body={"amount": 1000})
+
+    assert first.status_code == 200
+    assert (first.json()["status"], first.json()["refunded_amount"]) == ("PAID", 1000)
+    assert_refunded_once(paid_order, user, wallet, refunded=1000)
+
+    rest = refund()  # no amount: whatever is left
+
+    assert rest.status_code == 200
+    assert rest.json()["status"] == "REFUNDED"
+    assert [r["amount"] for r in rest.json()["refunds"]] == [1000, paid_order.amount - 1000]
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+def test_more_than_the_rest_is_409_stored_and_nothing_moves(refund, paid_order, user, wallet):
+    assert refund(body={"amount": 1000}).status_code == 200
+    key = new_key()
+
+    too_much = refund(key, body={"amount": paid_order.amount - 999})
+
+    assert too_much.status_code == 409
+    assert too_much.json()["code"] == "refund-exceeds-paid"
+    assert too_much.json()["refundable"] == paid_order.amount - 1000
+    assert refund(key, body={"amount": paid_order.amount - 999})["Idempotent-Replayed"] == "true"
+    assert Refund.objects.count() == 1
+    assert_refunded_once(paid_order, user, wallet, refunded=1000)
+
+
+@pytest.mark.parametrize("state", ["unpaid", "refunded", "cancelled"])
+def test_an_order_that_is_not_paid_is_not_refundable_409_stored(refund, pay, client, order, state):
+    if state == "refunded":
+        assert pay().status_code == 200
+        assert refund().status_code == 200
+    if state == "cancelled":
+        cancel = client.post(
+            f"/api/v1/orders/{order.number}/cancel/", headers={"Idempotency-Key": new_key()}
+        )
+        assert cancel.status_code == 200
+    key = new_key()
+
+    refused = refund(key)
+
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "order-not-refundable"
+    assert refund(key)["Idempotent-Replayed"] == "true"
+    assert Refund.objects.filter(status="PENDING").count() == 0
+
+
+def test_a_refund_in_progress_makes_another_409(refund, paid_order):
+    Refund.objects.create(
+        order=paid_order,
+        payment=paid_order.payments.get(),
+        refund_no="R-IN-FLIGHT",
+        amount=1,
+        currency=paid_order.currency,
+    )
+
+    refused = refund(body={"amount": 1})
+
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "order-not-refundable"
+    assert "in progress" in refused.json()["detail"]
+
+
+def test_someone_elses_order_is_404_not_stored_but_staff_may_refund_it(
+    refund, paid_order, other_user, user, wallet
+):
+    key = new_key()
+
+    assert refund(key, api=client_for(other_user)).status_code == 404
+    assert not IdempotencyKey.objects.filter(key=key).exists()
+
+    staff = client_for(UserFactory.create(is_staff=True))
+    assert refund(api=staff).status_code == 200
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"amount": 0}, {"amount": -5}, {"amount": "all"}, {"amount": 10**13}, {"reason": "x" * 201}],
+)
+def test_a_bad_body_is_400_and_not_stored(refund, paid_order, body):
+    key = new_key()
+
+    response = refund(key, body=body)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "validation-error"
+    assert not IdempotencyKey.objects.filter(key=key).exists()
+
+
+# --- The provider misbehaves (faults with target refund) ------------------------------
+
+
+def test_declined_is_402_stored_and_a_new_key_refunds(refund, fault, paid_order, user, wallet):
+    fault("decline", target="refund")
+    key = new_key()
+
+    declined = refund(key)
+
+    assert declined.status_code == 402
+    assert declined.json()["code"] == "refund-declined"
+    assert refund(key)["Idempotent-Replayed"] == "true"
+    assert Refund.objects.get().status == "FAILED"
+    assert_refunded_once(paid_order, user, wallet, refunded=0)
+    assert refund().status_code == 200
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+@pytest.mark.parametrize("mode", ["error_before_commit", "error_after_commit"])
+def test_provider_5xx_is_503_unknown_and_the_same_key_resumes(
+    refund, fault, paid_order, user, wallet, mode
+):
+    fault(mode, target="refund")
+    key = new_key()
+
+    unknown = refund(key)
+
+    assert unknown.status_code == 503
+    assert unknown.json()["code"] == "refund-outcome-unknown"
+    assert unknown["Retry-After"] == "2"
+    assert Refund.objects.get().status == "UNKNOWN"
+    record = IdempotencyKey.objects.get(key=key)
+    assert (record.recovery_point, record.response_status) == (RefundPoint.REFUND_CREATED, None)
+    # Refunded already (after_commit) or not at all: the retry asks first.
+    assert wallet(user)["refunded_total"] == (paid_order.amount if "after" in mode else 0)
+
+    retried = refund(key)
+
+    assert retried.status_code == 200
+    assert retried["Idempotent-Replayed"] == "false"
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+def test_a_timeout_after_the_provider_refunded_is_503_then_the_same_key_finds_it(
+    refund, fault, paid_order, user, wallet, settings
+):
+    settings.PROVIDER_TIMEOUT_S = 0.5
+    fault("timeout_after_commit", target="refund", delay_s=1.5)
+    key = new_key()
+
+    unknown = refund(key)
+
+    assert unknown.status_code == 503
+    assert unknown.json()["reason"].startswith("POST /v1/refunds: ReadTimeout")
+    retried = refund(key)
+    assert retried.status_code == 200
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+    assert len([r for r in wallet(user).get("refunds", []) if r["status"] == "SUCCESS"]) <= 1
+
+
+@pytest.mark.parametrize("mode", ["callback_duplicates", "callback_shuffle", "callback_drop"])
+def test_notification_faults_do_not_change_the_synchronous_answer(
+    refund, fault, paid_order, user, wallet, mode
+):
+    fault(mode, target="refund")
+
+    assert refund().status_code == 200
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+def test_charge_faults_do_not_touch_refunds(refund, fault, paid_order, user, wallet):
+    fault("decline")  # target charge (the default)
+
+    assert refund().status_code == 200
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
