@@ -169,6 +169,10 @@ def _every(seconds: float, task: str) -> dict[str, object]:
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Half of RECONCILE_AFTER_S: an unknown payment waits at most ~1.5x that.
     "reconcile-payments": _every(30.0, "reconcile.tasks.reconcile_payments"),
+    # Same pace for what notifications left open and for refunds (orphan refunds
+    # included): money the customer is owed goes back within about a minute.
+    "reconcile-notifications": _every(30.0, "reconcile.tasks.reconcile_notifications"),
+    "reconcile-refunds": _every(30.0, "reconcile.tasks.reconcile_refunds"),
     # Same pace: a request abandoned after its payment settled is answered soon.
     "complete-abandoned-requests": _every(30.0, "reconcile.tasks.complete_abandoned_requests"),
     # ORDER_TTL_S is 15 minutes; a minute late is close enough to give stock back.

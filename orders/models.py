@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -32,6 +33,12 @@ class Product(models.Model):
 
     def __str__(self) -> str:
         return self.sku
+
+
+def _fully_refunded(order: Any) -> bool:
+    """The condition of PAID -> REFUNDED (``refunded_amount`` was read back first: it is
+    only ever raised by a conditional UPDATE)."""
+    return bool(order.refunded_amount == order.amount)
 
 
 class Order(ConcurrentTransitionMixin, models.Model):
@@ -90,11 +97,11 @@ class Order(ConcurrentTransitionMixin, models.Model):
     def cancel(self) -> None:
         """Stock is released by the service that calls this, once per line."""
 
-    def is_fully_refunded(self) -> bool:
-        return self.refunded_amount == self.amount
-
     @transition(
-        field=status, source=Status.PAID, target=Status.REFUNDED, conditions=[is_fully_refunded]
+        field=status,
+        source=Status.PAID,
+        target=Status.REFUNDED,
+        conditions=[_fully_refunded],
     )
     def mark_refunded(self) -> None:
         """Only once the whole amount went back: a partial refund leaves the order PAID."""

@@ -49,15 +49,13 @@ from payments.providers import (
     ChargeStatus,
     PaymentProvider,
     ProviderOutcomeUnknown,
-    ProviderRejected,
     RefundResult,
 )
 from payments.refunds import (
     RefundRequest,
     refund_create,
     refund_mark_unknown,
-    refund_provider_key,
-    refund_rejected,
+    refund_send,
     refund_settle,
 )
 from payments.services import (
@@ -258,17 +256,7 @@ def _ask_provider_to_refund(*, refund_id: int, provider: PaymentProvider) -> Ref
             known = provider.query_refund(out_refund_no=refund.refund_no)
             if known is not None:
                 return known
-        return provider.refund(
-            out_refund_no=refund.refund_no,
-            out_trade_no=refund.payment.out_trade_no,
-            amount=refund.amount,
-            notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
-            idempotency_key=refund_provider_key(refund),
-        )
-    except ProviderRejected as error:
-        # A 4xx: the provider refused this request as such, so nothing was refunded
-        # (e.g. more than the charge has left at the provider). Final, like a decline.
-        return refund_rejected(refund=refund, code=error.code or f"http-{error.status}")
+        return refund_send(refund=refund, provider=provider)
     except ProviderOutcomeUnknown as error:
         refund_mark_unknown(refund_id=refund.pk)
         raise RefundOutcomeUnknown(reason=str(error)) from error

@@ -13,9 +13,11 @@ import logging
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
@@ -29,7 +31,7 @@ from payments.models import (
     Refund,
     RefundAttemptStatus,
 )
-from payments.providers import RefundResult, RefundStatus
+from payments.providers import PaymentProvider, ProviderRejected, RefundResult, RefundStatus
 from payments.services import Settlement
 
 logger = logging.getLogger(__name__)
@@ -105,8 +107,26 @@ def refund_mark_unknown(*, refund_id: int) -> bool:
     )
 
 
-def refund_rejected(*, refund: Refund, code: str) -> RefundResult:
-    """The provider refused the refund request (a 4xx): as final as a decline, said so."""
+def refund_send(*, refund: Refund, provider: PaymentProvider) -> RefundResult:
+    """Ask the provider to refund the attempt, with its derived key. Outside any transaction.
+
+    Raises ProviderOutcomeUnknown. A 4xx (ProviderRejected: the provider refused
+    the request as such, e.g. more than the charge has left there) means nothing
+    was refunded: answered as a decline, final like one.
+    """
+    try:
+        return provider.refund(
+            out_refund_no=refund.refund_no,
+            out_trade_no=refund.payment.out_trade_no,
+            amount=refund.amount,
+            notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
+            idempotency_key=refund_provider_key(refund),
+        )
+    except ProviderRejected as error:
+        return _rejected(refund=refund, code=error.code or f"http-{error.status}")
+
+
+def _rejected(*, refund: Refund, code: str) -> RefundResult:
     return RefundResult(
         out_refund_no=refund.refund_no,
         out_trade_no=refund.payment.out_trade_no,
@@ -222,7 +242,7 @@ def _count_refund(*, order: Order, amount: int) -> None:
     if not grew:
         raise _Conflict(f"order {order.number}: a refund of {amount} exceeds its capture")
     order.refresh_from_db(fields=["refunded_amount"])
-    if not order.is_fully_refunded():
+    if order.refunded_amount < order.amount:
         return  # a partial refund leaves the order PAID
     try:
         order.mark_refunded()

@@ -11,27 +11,30 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
+from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders.models import Order
+from payments.models import Payment, PaymentStatus, Refund, RefundAttemptStatus
 
-# What a record names when it made (or is making) a payment attempt.
+# What a record names when it made (or is making) a payment or a refund attempt.
 PAYMENT_RESOURCE = "payment"
+REFUND_RESOURCE = "refund"
 
 
-def records_unfinished_for_payments(*, payment_ids: Collection[int]) -> list[int]:
-    """The unfinished records that made these payment attempts: one query per batch.
+def records_unfinished_for(*, resource_type: str, ids: Collection[int]) -> list[int]:
+    """The unfinished records that made these attempts: one query per batch.
 
     There is no index on the resource columns, but the partial index of
     unfinished records (``idempotency_unfinished_idx``) confines the scan to
     requests in flight, a small set; the finished millions are never read.
     """
-    if not payment_ids:
+    if not ids:
         return []
     return list(
         IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED)
-        .filter(resource_type=PAYMENT_RESOURCE, resource_id__in=list(payment_ids))
+        .filter(resource_type=resource_type, resource_id__in=list(ids))
         .order_by("pk")
         .values_list("pk", flat=True)
     )
@@ -58,4 +61,46 @@ def orders_paid_unshipped(*, paid_before: datetime, after_id: int, limit: int) -
         )
         .order_by("pk")
         .values_list("pk", flat=True)[:limit]
+    )
+
+
+def payments_orphaned_without_refund() -> list[int]:
+    """Orphaned captures with no refund attempt in flight or done (the last one declined).
+
+    Few by nature (a provider settling late and contrary), read off the status.
+    """
+    return list(
+        Payment.objects.filter(status=PaymentStatus.ORPHANED)
+        .exclude(
+            Exists(
+                Refund.objects.filter(payment=OuterRef("pk"), order__isnull=True).exclude(
+                    status=RefundAttemptStatus.FAILED
+                )
+            )
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def notifications_unresolved(
+    *, received_before: datetime, after_id: int, limit: int
+) -> list[ProviderNotification]:
+    """Deferred and rejected notifications nobody resolved yet, with what they name.
+
+    Read off the partial index of unresolved notifications. (Unmatched ones name
+    no attempt of ours: nothing to settle, so they are left to the audit.)
+    """
+    return list(
+        ProviderNotification.objects.filter(
+            outcome__in=[
+                ProviderNotification.Outcome.DEFERRED,
+                ProviderNotification.Outcome.REJECTED,
+            ],
+            resolved_at__isnull=True,
+            received_at__lt=received_before,
+            pk__gt=after_id,
+        )
+        .select_related("payment", "refund_attempt__payment")
+        .order_by("pk")[:limit]
     )

@@ -14,7 +14,9 @@ from reconcile.services.passes import (
     COMPLETE_REQUESTS,
     EXPIRE_ORDERS,
     FULFIL_ORDERS,
+    RECONCILE_NOTIFICATIONS,
     RECONCILE_PAYMENTS,
+    RECONCILE_REFUNDS,
     job_run,
 )
 
@@ -22,6 +24,16 @@ from reconcile.services.passes import (
 @shared_task
 def reconcile_payments() -> dict[str, Any] | None:
     return job_run(RECONCILE_PAYMENTS)
+
+
+@shared_task
+def reconcile_notifications() -> dict[str, Any] | None:
+    return job_run(RECONCILE_NOTIFICATIONS)
+
+
+@shared_task
+def reconcile_refunds() -> dict[str, Any] | None:
+    return job_run(RECONCILE_REFUNDS)
 
 
 @shared_task

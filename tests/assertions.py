@@ -26,7 +26,7 @@ def assert_refunded_once(order, user, wallet, *, refunded: int) -> None:
     succeeded = Refund.objects.filter(order=order, status="SUCCEEDED")
     assert sum(r.amount for r in succeeded) == refunded
     entries = LedgerEntry.objects.filter(order=order, kind="refund")
-    assert sorted(e.refund_id for e in entries) == sorted(r.refund_id for r in succeeded)
+    assert sorted(str(e.refund_id) for e in entries) == sorted(str(r.refund_id) for r in succeeded)
     assert sum(e.amount for e in entries) == refunded
     account = wallet(user)
     assert account["charged_total"] == order.amount

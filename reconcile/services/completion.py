@@ -13,7 +13,9 @@ What it will not do is decide a payment. A record at ``payment_created`` whose
 attempt is still unsettled is left to the reconciler: running the flow would
 call the provider's charge, and a background job must not start charging a
 customer who walked away. The reconciler settles the attempt (query, or fence
-and fail) and then calls ``record_complete`` for its record.
+and fail) and then calls ``record_complete`` for its record. A refund request
+at ``refund_created`` is treated the same way: the refund reconciler settles
+the refund (query, or send it again with the same derived key) first.
 
 A record at ``started`` holds no committed effect (the first phase inserts the
 record together with its business rows), so there is nothing to finish and
@@ -37,11 +39,17 @@ from django.utils import timezone
 from idempotency.core import acquire_abandoned, release, resume
 from idempotency.errors import IdempotencyKeyInUse
 from idempotency.models import IdempotencyKey, RecoveryPoint
-from payments.errors import PaymentOutcomeUnknown
-from payments.flows import PayPoint, order_pay_flow
-from payments.models import UNSETTLED_STATUSES, Payment
+from payments.errors import PaymentOutcomeUnknown, RefundOutcomeUnknown
+from payments.flows import PayPoint, RefundPoint, order_pay_flow, order_refund_flow
+from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
 from payments.providers import PaymentProvider, get_provider
-from reconcile.selectors import PAYMENT_RESOURCE, records_abandoned
+from payments.refunds import RefundRequest
+from reconcile.selectors import (
+    PAYMENT_RESOURCE,
+    REFUND_RESOURCE,
+    records_abandoned,
+    records_unfinished_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +63,8 @@ class Completion(enum.Enum):
 
     FINISHED = "finished"  # driven to the end: its stored answer now replays
     BUSY = "busy"  # a live request holds it, or it finished meanwhile: not ours
-    AWAITING_PAYMENT = "awaiting_payment"  # its attempt is unsettled: the reconciler's turn
+    # Its payment (or refund) attempt is unsettled: the reconciler's turn.
+    AWAITING_PAYMENT = "awaiting_payment"
     UNRESOLVED = "unresolved"  # the flow could not finish (outcome unknown): released
     STARTED = "started"  # nothing committed to resume from: released and reported
     UNSUPPORTED = "unsupported"  # a route or state the completer does not know: reported
@@ -105,10 +114,43 @@ def _complete_pay(record: IdempotencyKey, provider: PaymentProvider) -> Completi
     return Completion.FINISHED
 
 
+def _complete_refund(record: IdempotencyKey, provider: PaymentProvider) -> Completion:
+    """``POST /api/v1/orders/<number>/refunds/`` at ``refund_created``: finish it if settled."""
+    refund = None
+    if record.recovery_point == RefundPoint.REFUND_CREATED and (
+        record.resource_type == REFUND_RESOURCE and record.resource_id is not None
+    ):
+        refund = (
+            Refund.objects.select_related("payment__order").filter(pk=record.resource_id).first()
+        )
+    if refund is None:
+        release(record)
+        logger.error("record %s: refund request without its refund attempt", record.pk)
+        return Completion.UNSUPPORTED
+    if refund.status in UNSETTLED_REFUND_STATUSES:
+        release(record)
+        return Completion.AWAITING_PAYMENT
+    # At refund_created the flow's first phase (and so the request's details) is
+    # behind it: only the order is informative.
+    request = RefundRequest(
+        user_id=record.user_id,
+        is_staff=False,
+        order_number=refund.payment.order.number,
+        amount=refund.amount,
+        reason=refund.reason,
+    )
+    try:
+        resume(record, partial(order_refund_flow, request=request, provider=provider))
+    except RefundOutcomeUnknown:
+        return Completion.UNRESOLVED  # resume released the lock
+    return Completion.FINISHED
+
+
 # Route name (urls.py) and method -> how to finish a request of that endpoint.
 # Order creation and cancellation are single-phase: never unfinished past `started`.
 _COMPLETERS: dict[tuple[str, str], Callable[[IdempotencyKey, PaymentProvider], Completion]] = {
     ("POST", "order-pay"): _complete_pay,
+    ("POST", "order-refund"): _complete_refund,
 }
 
 
@@ -144,6 +186,15 @@ def record_complete(*, record_id: int, provider: PaymentProvider | None = None) 
         release(record)
         logger.exception("record %s: completion failed", record.pk)
         return Completion.ERROR
+
+
+def complete_requests_for(*, resource_type: str, ids: list[int], provider: PaymentProvider) -> int:
+    """Finish the requests that made these (now settled) attempts; how many finished."""
+    finished = 0
+    for record_id in records_unfinished_for(resource_type=resource_type, ids=ids):
+        if record_complete(record_id=record_id, provider=provider) is Completion.FINISHED:
+            finished += 1
+    return finished
 
 
 def run_once(

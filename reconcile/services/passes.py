@@ -3,10 +3,14 @@
 A job is one ``run_once()``; a pass is all of them in a sensible order:
 
 1. reconcile payments: settle what is unknown, finish the requests behind them;
-2. complete abandoned requests whose attempt was settled some other way;
-3. expire unpaid orders (after 1, an attempt that was failed frees its order);
-4. reap idempotency records past their retention window;
-5. fulfil: ship PAID orders that have no shipment (after 1 rolled some forward).
+2. reconcile notifications the shop could not apply (late successes, other
+   amounts): roll forward, or book orphaned captures and start their refunds;
+3. reconcile refunds: settle unknown ones, send orphan refunds (after 1 and 2
+   started some);
+4. complete abandoned requests whose attempt was settled some other way;
+5. expire unpaid orders (after 1, an attempt that was failed frees its order);
+6. reap idempotency records past their retention window;
+7. fulfil: ship PAID orders that have no shipment (after 1 and 2 rolled some forward).
 
 Beat runs each job as its own task at its own pace (config/settings.py);
 ``manage.py reconcile --once`` runs the whole pass.
@@ -21,7 +25,14 @@ from typing import Any
 
 from idempotency.services import idempotency_key_reap
 from reconcile.locks import single_runner
-from reconcile.services import completion, expiry, fulfilment, payments
+from reconcile.services import (
+    completion,
+    expiry,
+    fulfilment,
+    notifications,
+    payments,
+    refunds,
+)
 
 
 @dataclass(frozen=True)
@@ -33,13 +44,23 @@ class Job:
 
 
 RECONCILE_PAYMENTS = Job("reconcile-payments", payments.run_once)
+RECONCILE_NOTIFICATIONS = Job("reconcile-notifications", notifications.run_once)
+RECONCILE_REFUNDS = Job("reconcile-refunds", refunds.run_once)
 COMPLETE_REQUESTS = Job("complete-requests", completion.run_once)
 EXPIRE_ORDERS = Job("expire-orders", expiry.run_once)
 REAP_KEYS = Job("reap-keys", idempotency_key_reap)
 FULFIL_ORDERS = Job("fulfil-orders", fulfilment.run_once)
 
 # The order of a pass (see the module docstring for why).
-JOBS = [RECONCILE_PAYMENTS, COMPLETE_REQUESTS, EXPIRE_ORDERS, REAP_KEYS, FULFIL_ORDERS]
+JOBS = [
+    RECONCILE_PAYMENTS,
+    RECONCILE_NOTIFICATIONS,
+    RECONCILE_REFUNDS,
+    COMPLETE_REQUESTS,
+    EXPIRE_ORDERS,
+    REAP_KEYS,
+    FULFIL_ORDERS,
+]
 
 
 def job_run(job: Job) -> dict[str, Any] | None:

@@ -57,6 +57,7 @@ def test_a_task_does_nothing_while_another_runner_holds_its_lock():
         "rolled_forward": 0,
         "rolled_back": 0,
         "already_settled": 0,
+        "orphaned": 0,
         "unreachable": 0,
         "conflict": 0,
         "error": 0,
@@ -82,6 +83,8 @@ def test_beat_schedules_every_periodic_job(settings):
     schedule = settings.CELERY_BEAT_SCHEDULE
     assert {entry["task"] for entry in schedule.values()} == {
         "reconcile.tasks.reconcile_payments",
+        "reconcile.tasks.reconcile_notifications",
+        "reconcile.tasks.reconcile_refunds",
         "reconcile.tasks.complete_abandoned_requests",
         "reconcile.tasks.expire_unpaid_orders",
         "idempotency.tasks.reap_idempotency_keys",

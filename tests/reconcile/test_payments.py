@@ -25,7 +25,7 @@ from payments.models import LedgerEntry, Payment
 from payments.providers import get_provider
 from payments.services import provider_idempotency_key
 from reconcile.services import payments as reconcile_payments
-from reconcile.services.payments import backoff_delay_s
+from reconcile.services.claims import backoff_delay_s
 from tests.assertions import assert_paid_once
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key

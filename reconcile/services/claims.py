@@ -1,0 +1,152 @@
+"""The reconciler's claim, lease and backoff machinery, for any attempt it resolves.
+
+Payment attempts and refund attempts are reconciled the same way (see
+``payments.py`` and ``refunds.py`` next to this module): both models carry a
+``status``, ``updated_at`` (the age of the attempt: its last real change) and
+the bookkeeping ``reconcile_attempts`` / ``next_reconcile_at``. This module is
+the one implementation of how due rows are leased, handed back and backed off,
+and of the budgeted loop over batches.
+
+Claiming: rows are leased in one short statement (``UPDATE ... WHERE id IN
+(SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING *``) and processed after
+it committed, so no row lock is held while we wait on the provider. Two
+reconcilers get disjoint batches; even if a lease runs out under a slow one,
+the settle services are conditional and settle each attempt once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol, TypeVar
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F
+from django.utils import timezone
+
+# Backoff exponents stop here: 2**20 x the base is far past any sane cap anyway.
+_MAX_EXPONENT = 20
+
+
+class Reconcilable(Protocol):
+    pk: int
+    reconcile_attempts: int
+    next_reconcile_at: datetime | None
+
+
+R = TypeVar("R", bound=models.Model)
+
+
+def backoff_delay_s(
+    *, attempt: int, base_s: float, cap_s: float, rand: Callable[[], float] = random.random
+) -> float:
+    """Seconds to wait before try ``attempt + 1`` after ``attempt`` failures (1, 2, ...).
+
+    Exponential (base, 2 x base, 4 x base, ...) up to ``cap_s``, with "equal
+    jitter": a uniformly random point in the upper half of that window. The
+    random half spreads out attempts that failed together (a provider outage
+    fails them all at once), so they do not all come back in the same second;
+    the fixed half keeps a retry from landing right after the failure, which
+    full jitter (0 .. window) would allow.
+    """
+    window = min(cap_s, base_s * 2 ** min(max(attempt, 1) - 1, _MAX_EXPONENT))
+    return window / 2 + rand() * window / 2
+
+
+def claim_due(model: type[R], *, statuses: Sequence[str], now: datetime, limit: int) -> list[R]:
+    """Lease up to ``limit`` due rows of ``model`` to this runner; return them.
+
+    Due: in one of ``statuses``, untouched for RECONCILE_AFTER_S, and neither
+    leased nor backing off. Oldest first, read straight off the model's partial
+    index of unsettled rows, which holds only the work left to do. SKIP LOCKED:
+    rows another runner is claiming right now are not waited for, they are
+    simply not ours. ``updated_at`` is left alone (the age of an attempt is its
+    last real change, not our bookkeeping).
+    """
+    table = model._meta.db_table
+    placeholders = ", ".join(["%s"] * len(statuses))
+    sql = f"""
+        UPDATE {table} SET next_reconcile_at = %s
+        WHERE id IN (
+            SELECT id FROM {table}
+            WHERE status IN ({placeholders}) AND updated_at <= %s
+              AND (next_reconcile_at IS NULL OR next_reconcile_at <= %s)
+            ORDER BY updated_at
+            LIMIT %s
+            FOR UPDATE SKIP LOCKED)
+        RETURNING *
+    """  # noqa: S608 - the table name is ours, every value is a parameter
+    lease_until = now + timedelta(seconds=settings.RECONCILE_LEASE_S)
+    due_before = now - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    params = [lease_until, *statuses, due_before, now, limit]
+    # One statement in autocommit mode is its own short transaction: the row locks
+    # end with it, before any provider call.
+    return list(model._default_manager.raw(sql, params))
+
+
+def hand_back(model: type[models.Model], *, rows: Sequence[Reconcilable]) -> int:
+    """End our lease on rows we claimed but did not get to: due again at once."""
+    if not rows:
+        return 0
+    # One claim, one lease time. Matching on it ends only our lease: if it ran out
+    # and another runner leased a row again, that lease is not ours to end.
+    return model._default_manager.filter(
+        pk__in=[row.pk for row in rows], next_reconcile_at=rows[0].next_reconcile_at
+    ).update(next_reconcile_at=None)
+
+
+def retry_later(
+    model: type[models.Model], *, row: Reconcilable, statuses: Sequence[str], now: datetime
+) -> None:
+    """Count the failed try and put the row back after a backoff (if still in ``statuses``)."""
+    attempt = row.reconcile_attempts + 1
+    delay = backoff_delay_s(
+        attempt=attempt,
+        base_s=settings.RECONCILE_BACKOFF_BASE_S,
+        cap_s=settings.RECONCILE_BACKOFF_CAP_S,
+    )
+    model._default_manager.filter(pk=row.pk, status__in=statuses).update(
+        reconcile_attempts=F("reconcile_attempts") + 1,
+        next_reconcile_at=now + timedelta(seconds=delay),
+    )
+
+
+def drain(
+    model: type[R],
+    *,
+    statuses: Sequence[str],
+    resolve: Callable[[R], str],
+    settled: frozenset[str],
+    complete: Callable[[list[int]], int],
+    batch_size: int,
+    budget_s: float,
+    clock: Callable[[], float],
+) -> Counter[str]:
+    """Claim and resolve due rows, batch by batch, until none is due or time is up.
+
+    ``resolve`` returns what it did (a counter name); rows whose outcome is in
+    ``settled`` are final, and ``complete`` then finishes the requests that made
+    them (returning how many). Rows claimed but not reached in time are handed
+    back, due again at once.
+    """
+    deadline = clock() + budget_s
+    counts: Counter[str] = Counter()
+    while clock() < deadline:
+        batch = claim_due(model, statuses=statuses, now=timezone.now(), limit=batch_size)
+        if not batch:
+            break
+        counts["claimed"] += len(batch)
+        settled_ids: list[int] = []
+        for index, row in enumerate(batch):
+            if clock() >= deadline:
+                counts["handed_back"] += hand_back(model, rows=batch[index:])  # type: ignore[arg-type]
+                break
+            outcome = resolve(row)
+            counts[outcome] += 1
+            if outcome in settled:
+                settled_ids.append(row.pk)
+        counts["completed"] += complete(settled_ids)
+    return counts

@@ -1,0 +1,154 @@
+"""Resolve refund attempts whose outcome is unknown, and drive orphan refunds to the end.
+
+A refund attempt is unsettled (PENDING or UNKNOWN) while we do not know whether
+the provider refunded it: the request timed out, the provider answered 5xx,
+the process died between phases, or it is the automatic refund of an orphaned
+capture, which no request ever sends. Once it is older than RECONCILE_AFTER_S:
+
+    query_refund(out_refund_no)
+      SUCCESS  -> refund_settle: SUCCEEDED, ledger entry, refunded amount (REFUNDED)
+      DECLINED -> refund_settle: FAILED
+      nothing  -> send the refund again, same out_refund_no and same derived key,
+                  and settle with the answer
+      unreachable -> leave it exactly as it is; try again after a backoff
+
+Sending again is safe where a charge needed a fence first: the provider creates
+a refund idempotently (on our Idempotency-Key and on ``out_refund_no``), so a
+send still on its way and ours are one refund there, never two; and the refund
+is money we decided to give back anyway, so "it went through after all" is
+the outcome we want, not one to prevent.
+
+Then the request that made the attempt (if any) is finished through the
+completer. An orphaned capture whose refund was declined gets its next refund
+attempt here (``orphan_refund_start``), until one succeeds.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from payments.models import UNSETTLED_REFUND_STATUSES, Refund, RefundAttemptStatus
+from payments.orphans import orphan_refund_start
+from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
+from payments.refunds import refund_send, refund_settle
+from payments.services import Settlement
+from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
+from reconcile.services.claims import drain, retry_later
+from reconcile.services.completion import complete_requests_for
+
+logger = logging.getLogger(__name__)
+
+# Refund attempts per claim: the same reasoning as payments.BATCH_SIZE.
+BATCH_SIZE = 50
+# The pass budget's clock (a module attribute, so a test can make time run out).
+_monotonic = time.monotonic
+
+
+class RefundResolution(enum.Enum):
+    """What reconciling one refund attempt did."""
+
+    REFUNDED = "refunded"  # the provider refunded it: SUCCEEDED
+    DECLINED = "declined"  # the provider refused it: FAILED
+    ALREADY_SETTLED = "already_settled"  # a notification or a client retry was first
+    UNREACHABLE = "unreachable"  # no answer from the provider: backoff, nothing guessed
+    CONFLICT = "conflict"  # the provider contradicts our books: left for a human (audit)
+    ERROR = "error"  # a bug or a database failure: logged, retried after a backoff
+
+
+SETTLED = frozenset(
+    r.value
+    for r in (
+        RefundResolution.REFUNDED,
+        RefundResolution.DECLINED,
+        RefundResolution.ALREADY_SETTLED,
+    )
+)
+
+
+@dataclass(frozen=True)
+class RefundReconcileCounts:
+    """What one pass did, by outcome (``restarted``: orphan refunds started anew)."""
+
+    restarted: int = 0
+    claimed: int = 0
+    refunded: int = 0
+    declined: int = 0
+    already_settled: int = 0
+    unreachable: int = 0
+    conflict: int = 0
+    error: int = 0
+    completed: int = 0
+    handed_back: int = 0
+
+
+def refund_reconcile(*, refund: Refund, provider: PaymentProvider) -> RefundResolution:
+    """Settle one unsettled refund attempt from the provider's account of it."""
+    try:
+        account = provider.query_refund(out_refund_no=refund.refund_no)
+        if account is None:
+            # See the module docstring: sending again with the same derived key is a
+            # replay at the provider if an earlier send got there after all.
+            account = refund_send(refund=refund, provider=provider)
+    except ProviderOutcomeUnknown as error:
+        logger.warning("refund %s: provider unreachable (%s); backing off", refund.pk, error)
+        _retry_later(refund=refund)
+        return RefundResolution.UNREACHABLE
+    settled = refund_settle(refund_id=refund.pk, result=account)
+    match settled.outcome:
+        case Settlement.APPLIED if settled.refund.status == RefundAttemptStatus.SUCCEEDED:
+            return RefundResolution.REFUNDED
+        case Settlement.APPLIED:
+            return RefundResolution.DECLINED
+        case Settlement.ALREADY_APPLIED:
+            return RefundResolution.ALREADY_SETTLED
+        case Settlement.CONFLICT:
+            _retry_later(refund=refund)
+            return RefundResolution.CONFLICT
+    raise AssertionError(f"unexpected settlement {settled.outcome}")  # pragma: no cover
+
+
+def _retry_later(*, refund: Refund) -> None:
+    retry_later(Refund, row=refund, statuses=UNSETTLED_REFUND_STATUSES, now=timezone.now())
+
+
+def _reconcile_guarded(*, refund: Refund, provider: PaymentProvider) -> RefundResolution:
+    # One attempt's bug must not stop the others: logged, and backed off.
+    try:
+        return refund_reconcile(refund=refund, provider=provider)
+    except Exception:
+        logger.exception("refund %s: reconciliation failed", refund.pk)
+        _retry_later(refund=refund)
+        return RefundResolution.ERROR
+
+
+def run_once(
+    *,
+    provider: PaymentProvider | None = None,
+    batch_size: int = BATCH_SIZE,
+    budget_s: float | None = None,
+) -> RefundReconcileCounts:
+    """Restart declined orphan refunds, then reconcile every due refund attempt."""
+    provider = provider or get_provider()
+    restarted = sum(
+        orphan_refund_start(payment_id=payment_id) is not None
+        for payment_id in payments_orphaned_without_refund()
+    )
+    counts = drain(
+        Refund,
+        statuses=UNSETTLED_REFUND_STATUSES,
+        resolve=lambda refund: _reconcile_guarded(refund=refund, provider=provider).value,
+        settled=SETTLED,
+        complete=lambda ids: complete_requests_for(
+            resource_type=REFUND_RESOURCE, ids=ids, provider=provider
+        ),
+        batch_size=batch_size,
+        budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
+        clock=_monotonic,
+    )
+    return RefundReconcileCounts(restarted=restarted, **counts)
