@@ -21,7 +21,7 @@ from collections.abc import Callable
 from django.utils import timezone
 
 from payments.providers import PaymentProvider, get_provider
-from reconcile.checks import AuditContext, Checked, books, inventory, records, wallets
+from reconcile.checks import AuditContext, Checked, books, inventory, records, refunds, wallets
 from reconcile.findings import AuditReport, Finding, SummaryRow
 
 __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
@@ -31,12 +31,15 @@ CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
     ("orders: PAID = one SUCCEEDED payment + one capture", books.paid_orders),
     ("ledger: captures match PAID orders and payments", books.ledger),
     ("payments: none left unsettled", books.unsettled_payments),
+    ("refunds: within the capture; REFUNDED = all of it", refunds.orders),
+    ("refunds: booked, settled; orphaned captures refunded", refunds.refund_attempts),
+    ("notifications: none left unresolved", refunds.notifications),
     ("inventory: stock = movements = received - held", inventory.products),
     ("inventory: each order's movements match its lines", inventory.order_movements),
     ("records: each points at what it made, once", records.finished_records),
     ("records: none stuck in progress", records.unfinished_records),
     ("shipments: one per PAID order", books.shipments),
-    ("provider: charges and wallets match PAID orders", wallets.payers),
+    ("provider: charges and net debits match the ledger", wallets.payers),
 ]
 
 

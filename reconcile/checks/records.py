@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders.models import Order
-from payments.models import Payment
+from payments.models import Payment, Refund
 from reconcile.checks import AuditContext, Checked
 from reconcile.findings import Finding
 
@@ -27,7 +27,7 @@ PAYMENT_MADE_BY_ONE_KEY = "payment-made-by-one-key"
 RECORD_NOT_STUCK = "record-not-stuck-in-progress"
 
 # The kinds of object a record may name (``Respond.resource_type``).
-RESOURCE_TYPES = ["order", "payment"]
+RESOURCE_TYPES = ["order", "payment", "refund"]
 
 
 def finished_records(ctx: AuditContext) -> Checked:
@@ -37,6 +37,8 @@ def finished_records(ctx: AuditContext) -> Checked:
     own_payment = Payment.objects.filter(
         pk=OuterRef("resource_id"), order__user_id=OuterRef("user_id")
     )
+    # Staff may refund anyone's order: a refund record points at any order's refund.
+    any_refund = Refund.objects.filter(pk=OuterRef("resource_id"), order__isnull=False)
     creations = finished.filter(resource_type="order", method="POST", path=reverse("order-list"))
     wrong = [
         (finished.filter(resource_type="order").exclude(Exists(own_order)), "a missing order"),
@@ -44,6 +46,7 @@ def finished_records(ctx: AuditContext) -> Checked:
             finished.filter(resource_type="payment").exclude(Exists(own_payment)),
             "a missing payment",
         ),
+        (finished.filter(resource_type="refund").exclude(Exists(any_refund)), "a missing refund"),
         # The order a creation made carries its key (orders' own unique index).
         (
             creations.filter(Exists(own_order)).exclude(

@@ -2,9 +2,12 @@
 
 Read through the provider's API (``PaymentProvider.wallet``), never its tables:
 the provider is a third party, and the audit must catch it misbehaving too.
-For every payer we have payments of: every successful charge belongs to one
-PAID order (through ``out_trade_no``), every SUCCEEDED payment has its charge,
-and the wallet's ``charged_total`` equals the sum of the payer's PAID orders.
+For every payer we have payments of: every successful charge is the one
+capture of a PAID (or REFUNDED) order, or an orphaned capture refunded in full;
+every SUCCEEDED payment has its charge; and the wallet's net debit
+(``charged_total - refunded_total``) equals what our ledger says we captured
+minus what we refunded for that payer, orphaned captures and their refunds
+included.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ from django.db.models import Sum
 from django.db.models.functions import Coalesce
 
 from orders.models import Order
-from payments.models import Payment, PaymentStatus
+from payments.models import CAPTURE_KINDS, REFUND_KINDS, LedgerEntry, Payment, PaymentStatus
 from payments.providers import ChargeResult, ChargeStatus, ProviderOutcomeUnknown
 from reconcile.checks import AuditContext, Checked
 from reconcile.findings import Finding
 
 CHARGE_HAS_PAID_ORDER = "provider-charge-belongs-to-one-paid-order"
 PAYMENT_HAS_CHARGE = "succeeded-payment-has-provider-charge"
-WALLET_MATCHES_ORDERS = "wallet-charged-total-matches-paid-orders"
+WALLET_MATCHES_ORDERS = "wallet-net-debit-matches-the-ledger"
 PROVIDER_READABLE = "provider-wallet-readable"
 
 
@@ -39,7 +42,8 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     except ProviderOutcomeUnknown as error:
         # Not a pass: a check that could not run is a problem to look at.
         return [Finding(PROVIDER_READABLE, f"wallet of {payer!r}: {error}", {"payer": payer})]
-    charged_total = statement.charged_total if statement else 0  # no wallet: never charged
+    # No wallet: never charged.
+    net_debit = statement.charged_total - statement.refunded_total if statement else 0
     successes = [
         charge
         for charge in (statement.charges if statement else ())
@@ -47,13 +51,12 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     ]
     findings: list[Finding] = []
 
-    paid_total = Order.objects.filter(status=Order.Status.PAID, user__username=payer).aggregate(
-        total=Coalesce(Sum("amount"), 0)
-    )["total"]
-    if charged_total != paid_total:
+    booked = _ledger_total(payer, CAPTURE_KINDS) - _ledger_total(payer, REFUND_KINDS)
+    if net_debit != booked:
         message = (
-            f"{payer!r} was charged {charged_total} in total; their PAID orders add up "
-            f"to {paid_total}"
+            f"{payer!r} is debited {net_debit} net at the provider (charged "
+            f"{statement.charged_total if statement else 0}, refunded "
+            f"{statement.refunded_total if statement else 0}); our ledger says {booked}"
         )
         findings.append(Finding(WALLET_MATCHES_ORDERS, message, {"payer": payer}))
 
@@ -82,13 +85,27 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     return findings
 
 
+def _ledger_total(payer: str, kinds: tuple[str, ...]) -> int:
+    return int(
+        LedgerEntry.objects.filter(payment__payer=payer, kind__in=kinds).aggregate(
+            total=Coalesce(Sum("amount"), 0)
+        )["total"]
+    )
+
+
 def _charge_is_booked(charge: ChargeResult, payment: Payment | None) -> bool:
-    """The charge is our SUCCEEDED attempt of a PAID order, same trade and amount."""
+    """The charge is our SUCCEEDED attempt of a PAID (REFUNDED) order, same trade and
+    amount; or an orphaned capture of ours whose refunds gave all of it back."""
+    if payment is None or payment.trade_no != charge.trade_no:
+        return False
+    if payment.status == PaymentStatus.ORPHANED:
+        refunded = LedgerEntry.objects.filter(
+            payment=payment, kind=LedgerEntry.Kind.ORPHAN_REFUND
+        ).aggregate(total=Coalesce(Sum("amount"), 0))["total"]
+        return bool(refunded == charge.amount)
     return (
-        payment is not None
-        and payment.status == PaymentStatus.SUCCEEDED
-        and payment.order.status == Order.Status.PAID
-        and payment.trade_no == charge.trade_no
+        payment.status == PaymentStatus.SUCCEEDED
+        and payment.order.status in (Order.Status.PAID, Order.Status.REFUNDED)
         and payment.amount == charge.amount
     )
 

@@ -1,5 +1,9 @@
 """POST /api/v1/orders/{number}/refunds/: the refund flow against the real sandbox."""
 
+import threading
+import time
+from typing import Any
+
 import pytest
 
 from idempotency.models import IdempotencyKey
@@ -206,4 +210,55 @@ def test_charge_faults_do_not_touch_refunds(refund, fault, paid_order, user, wal
     fault("decline")  # target charge (the default)
 
     assert refund().status_code == 200
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+# --- Behaviour matrix rows (DESIGN.md section 4) on the refund endpoint ----------------
+
+
+def test_missing_key_is_400_and_not_stored(client, paid_order):
+    response = client.post(f"/api/v1/orders/{paid_order.number}/refunds/", {}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "idempotency-key-missing"
+    assert not Refund.objects.exists()
+
+
+def test_the_same_key_for_another_body_is_422_and_changes_nothing(refund, paid_order, user, wallet):
+    key = new_key()
+    assert refund(key, body={"amount": 1000}).status_code == 200
+
+    mismatch = refund(key, body={"amount": 999})
+
+    assert mismatch.status_code == 422
+    assert mismatch.json()["code"] == "idempotency-key-mismatch"
+    assert_refunded_once(paid_order, user, wallet, refunded=1000)
+
+
+def test_the_same_key_while_the_provider_is_being_asked_is_409(
+    refund, fault, paid_order, user, wallet, settings
+):
+    # Given a refund waiting on a slow provider (record committed at refund_created)
+    settings.PROVIDER_TIMEOUT_S = 5
+    fault("timeout_after_commit", target="refund", delay_s=1.5)
+    key = new_key()
+    answers: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: answers.setdefault("first", refund(key)))
+    first.start()
+    deadline = time.monotonic() + 5
+    while not IdempotencyKey.objects.filter(
+        key=key, recovery_point=RefundPoint.REFUND_CREATED
+    ).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+    # When the client double-clicks
+    second = refund(key)
+    first.join()
+
+    # Then the second is told to come back, and the first refunds once
+    assert second.status_code == 409
+    assert second.json()["code"] == "idempotency-key-in-use"
+    assert "Retry-After" in second
+    assert answers["first"].status_code == 200
     assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)

@@ -1,0 +1,144 @@
+"""Refunds, orphaned captures and notifications (invariants 6 and 7 of DESIGN.md section 9).
+
+Refunds of an order never exceed its capture, its ``refunded_amount`` is what
+its refund entries add up to, and a REFUNDED order got all of it back. An
+orphaned capture is refunded in full once the reconciler had its time. Every
+notification the shop could not apply is resolved once the reconciler had
+its time. Things younger than RECONCILE_AFTER_S are in flight, not findings.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
+
+from callbacks.models import UNRESOLVED_OUTCOMES, ProviderNotification
+from orders.models import Order
+from payments.models import UNSETTLED_REFUND_STATUSES, LedgerEntry, Payment, PaymentStatus, Refund
+from reconcile.checks import AuditContext, Checked
+from reconcile.findings import Finding
+
+REFUNDS_WITHIN_CAPTURE = "order-refunds-within-its-capture"
+REFUNDED_ORDER_REFUNDED_IN_FULL = "refunded-order-refunded-in-full"
+SUCCEEDED_REFUND_BOOKED = "succeeded-refund-is-booked"
+REFUND_SETTLED = "refund-not-left-unsettled"
+ORPHAN_REFUNDED = "orphaned-capture-refunded-in-full"
+NOTIFICATION_RESOLVED = "notification-not-left-unresolved"
+
+
+def _entries_total(kind: str, *, field: str) -> Coalesce:
+    """SUM(amount) of the ledger entries of ``kind`` for the row's ``field`` (order/payment)."""
+    entries = LedgerEntry.objects.filter(**{field: OuterRef("pk")}, kind=kind)
+    summed = entries.values(field).annotate(total=Sum("amount")).values("total")
+    return Coalesce(Subquery(summed), 0)
+
+
+def orders(ctx: AuditContext) -> Checked:
+    """Refund entries of an order = its refunded_amount <= its capture; REFUNDED = all of it."""
+    rows = Order.objects.annotate(
+        captured=_entries_total(LedgerEntry.Kind.CAPTURE, field="order"),
+        refunded=_entries_total(LedgerEntry.Kind.REFUND, field="order"),
+    ).filter(Q(refunded__gt=0) | Q(refunded_amount__gt=0) | Q(status=Order.Status.REFUNDED))
+    findings = [
+        Finding(
+            REFUNDS_WITHIN_CAPTURE,
+            f"order {o['number']}: refunds booked {o['refunded']}, refunded_amount "
+            f"{o['refunded_amount']}, captured {o['captured']}",
+            {"order": o["pk"], "number": o["number"]},
+        )
+        for o in rows.filter(~Q(refunded=F("refunded_amount")) | Q(refunded__gt=F("captured")))
+        .order_by("pk")
+        .values("pk", "number", "refunded", "refunded_amount", "captured")
+    ]
+    findings += [
+        Finding(
+            REFUNDED_ORDER_REFUNDED_IN_FULL,
+            f"order {o['number']} is REFUNDED with {o['refunded']} of {o['amount']} refunded",
+            {"order": o["pk"], "number": o["number"]},
+        )
+        for o in rows.filter(status=Order.Status.REFUNDED)
+        .exclude(refunded=F("amount"))
+        .order_by("pk")
+        .values("pk", "number", "refunded", "amount")
+    ]
+    return rows.count(), findings
+
+
+def refund_attempts(ctx: AuditContext) -> Checked:
+    """A SUCCEEDED refund has its ledger entry; none is left unsettled past the reconciler."""
+    findings = [
+        Finding(
+            SUCCEEDED_REFUND_BOOKED,
+            f"refund {r['refund_no']} SUCCEEDED without a ledger entry",
+            {"refund": r["pk"], "payment": r["payment_id"]},
+        )
+        for r in Refund.objects.filter(status=Refund.Status.SUCCEEDED, ledger_entry__isnull=True)
+        .order_by("pk")
+        .values("pk", "refund_no", "payment_id")
+    ]
+    due_before = ctx.now - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    findings += [
+        Finding(
+            REFUND_SETTLED,
+            f"refund {r['refund_no']} still {r['status']} after {r['reconcile_attempts']} tries",
+            {"refund": r["pk"], "payment": r["payment_id"]},
+        )
+        for r in Refund.objects.filter(
+            status__in=UNSETTLED_REFUND_STATUSES, updated_at__lt=due_before
+        )
+        .order_by("pk")
+        .values("pk", "refund_no", "status", "reconcile_attempts", "payment_id")
+    ]
+    # An orphaned capture is refunded by the reconciler's passes after it was booked.
+    orphans = Payment.objects.filter(status=PaymentStatus.ORPHANED).annotate(
+        captured=_entries_total(LedgerEntry.Kind.ORPHAN_CAPTURE, field="payment"),
+        refunded=_entries_total(LedgerEntry.Kind.ORPHAN_REFUND, field="payment"),
+    )
+    stale = orphans.filter(
+        settled_at__lt=due_before - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    )
+    findings += [
+        Finding(
+            ORPHAN_REFUNDED,
+            f"orphaned capture of {p['out_trade_no']}: captured {p['captured']}, "
+            f"refunded {p['refunded']} ({p['failure_code']})",
+            {"payment": p["pk"], "order": p["order_id"], "out_trade_no": p["out_trade_no"]},
+        )
+        for p in stale.exclude(refunded=F("captured"))
+        .order_by("pk")
+        .values("pk", "order_id", "out_trade_no", "captured", "refunded", "failure_code")
+    ]
+    return Refund.objects.count() + orphans.count(), findings
+
+
+def notifications(ctx: AuditContext) -> Checked:
+    """No notification is left deferred, rejected or unmatched without a resolution."""
+    due_before = ctx.now - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    open_ = ProviderNotification.objects.filter(
+        outcome__in=UNRESOLVED_OUTCOMES, resolved_at__isnull=True
+    )
+    findings = [
+        Finding(
+            NOTIFICATION_RESOLVED,
+            f"notification {n['notify_id']} ({n['event']} {n['out_trade_no']} "
+            f"{n['trade_status']}) left {n['outcome']}: {n['reason'] or '-'}",
+            {"notification": n["pk"], "payment": n["payment_id"], "refund": n["refund_attempt_id"]},
+        )
+        for n in open_.filter(received_at__lt=due_before)
+        .order_by("pk")
+        .values(
+            "pk",
+            "notify_id",
+            "event",
+            "out_trade_no",
+            "trade_status",
+            "outcome",
+            "reason",
+            "payment_id",
+            "refund_attempt_id",
+        )
+    ]
+    return open_.count(), findings

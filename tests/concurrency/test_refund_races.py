@@ -1,0 +1,65 @@
+"""Double clicks on Refund, for real: threads with their own connections, the sandbox over HTTP."""
+
+from collections import Counter
+
+import pytest
+
+from payments.models import LedgerEntry, Refund
+from tests.assertions import assert_refunded_once
+from tests.concurrency.helpers import run_at_once
+from tests.conftest import client_for, new_key
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def refund_from_thread(user, order, key: str, body: dict[str, int]) -> tuple[int, str]:
+    response = client_for(user).post(
+        f"/api/v1/orders/{order.number}/refunds/",
+        body,
+        format="json",
+        headers={"Idempotency-Key": key},
+    )
+    return response.status_code, response.json().get("code", "")
+
+
+def test_30_identical_refunds_at_once_refund_once(paid_order, user, wallet):
+    key = new_key()
+
+    answers = run_at_once(30, lambda _i: refund_from_thread(user, paid_order, key, {}))
+
+    statuses = Counter(status for status, _ in answers)
+    assert set(statuses) <= {200, 409}, answers
+    assert statuses[200] >= 1
+    assert {code for status, code in answers if status == 409} <= {"idempotency-key-in-use"}
+    assert Refund.objects.count() == 1
+    assert LedgerEntry.objects.filter(kind="refund").count() == 1
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+def test_10_refunds_with_different_keys_racing_never_exceed_the_capture(paid_order, user, wallet):
+    # Each asks for 40 % of the order: at most two can fit, and never a third.
+    part = paid_order.amount * 2 // 5
+
+    answers = run_at_once(
+        10, lambda _i: refund_from_thread(user, paid_order, new_key(), {"amount": part})
+    )
+
+    refunded = Counter(status for status, _ in answers)[200] * part
+    assert 1 <= refunded // part <= 2, answers
+    assert {code for status, code in answers if status != 200} <= {
+        "order-not-refundable",
+        "refund-exceeds-paid",
+    }
+    assert_refunded_once(paid_order, user, wallet, refunded=refunded)
+    assert refunded <= paid_order.amount
+
+
+def test_then_the_rest_is_refunded_and_a_further_refund_is_refused(paid_order, user, wallet):
+    run_at_once(10, lambda _i: refund_from_thread(user, paid_order, new_key(), {"amount": 1000}))
+
+    rest = refund_from_thread(user, paid_order, new_key(), {})
+    more = refund_from_thread(user, paid_order, new_key(), {"amount": 1})
+
+    assert rest[0] == 200
+    assert more == (409, "order-not-refundable")
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)

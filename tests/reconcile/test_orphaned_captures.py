@@ -1,0 +1,257 @@
+"""Orphaned captures (DESIGN.md section 5): money the provider captured always ends as
+the one capture of a PAID order or refunded, and the books balance either way.
+
+The provider is the real sandbox over HTTP; its late successes and notifications
+are Celery tasks run by a real worker, which delivers them to the shop's
+callback endpoint. Each case ends rolled forward or refunded, the audit clean,
+and the wallet's net debit equal to what the ledger captured minus refunded.
+"""
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.db.models import Sum
+
+from callbacks.models import ProviderNotification
+from orders.models import Order
+from payments.models import LedgerEntry, Payment, Refund
+from payments.providers import get_provider
+from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
+from reconcile.audit import audit_run
+from reconcile.services import expiry
+from reconcile.services.passes import pass_run_once
+from tests.assertions import assert_paid_once
+from tests.callbacks.test_api import body_for, notify
+from tests.conftest import new_key
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# Long enough for the test to act on the declined attempt first, short enough to wait on.
+LATE_S = 1.0
+
+
+@pytest.fixture(autouse=True)
+def quiet_worker(worker) -> Any:
+    """No delivery of this test may land in the next test's (flushed) database."""
+    yield worker
+    worker.wait_for(worker.idle, what="the worker to finish this test's deliveries")
+
+
+def success_notified(worker, payment: Payment) -> ProviderNotification:
+    """Wait for the provider's SUCCESS notification of ``payment`` to be recorded."""
+    return worker.wait_for(
+        lambda: ProviderNotification.objects.filter(
+            out_trade_no=payment.out_trade_no, trade_status="SUCCESS"
+        ).first(),
+        timeout=LATE_S + 30,
+        what=f"the late success of {payment.out_trade_no}",
+    )
+
+
+def declined_late(pay, fault) -> Payment:
+    """Pay once with late_success armed: declined now (402), captured after LATE_S."""
+    fault("late_success", delay_s=LATE_S)
+    assert pay().status_code == 402
+    return Payment.objects.get(status="FAILED")
+
+
+def ledger_net(user) -> int:
+    def total(*kinds: str) -> int:
+        entries = LedgerEntry.objects.filter(payment__payer=user.username, kind__in=kinds)
+        return entries.aggregate(total=Sum("amount"))["total"] or 0
+
+    return total("capture", "orphan_capture") - total("refund", "orphan_refund")
+
+
+def assert_books_balance(user, wallet) -> None:
+    report = audit_run()
+    assert report.ok, [finding.message for finding in report.findings]
+    account = wallet(user)
+    assert account["charged_total"] - account["refunded_total"] == ledger_net(user)
+    assert not ProviderNotification.objects.filter(
+        outcome__in=["deferred", "rejected", "unmatched"], resolved_at__isnull=True
+    ).exists()
+
+
+def assert_orphan_refunded(payment: Payment, *, why: str, amount: int) -> None:
+    payment.refresh_from_db()
+    assert (payment.status, payment.failure_code) == ("ORPHANED", why)
+    capture = LedgerEntry.objects.get(payment=payment, kind="orphan_capture")
+    assert capture.amount == amount
+    [refund] = Refund.objects.filter(payment=payment, order__isnull=True)
+    assert (refund.status, refund.amount, refund.reason) == (
+        "SUCCEEDED",
+        amount,
+        "orphaned-capture",
+    )
+    assert LedgerEntry.objects.get(refund_attempt=refund).kind == "orphan_refund"
+
+
+# --- Rolled forward: the order can still take the money ------------------------------
+
+
+def test_a_late_success_after_a_decline_rolls_the_order_forward(
+    pay, fault, order, user, wallet, worker, due_at_once
+):
+    # Given an attempt declined now that the provider captures later
+    payment = declined_late(pay, fault)
+    assert success_notified(worker, payment).outcome == "deferred"  # never moved backwards
+
+    # When the reconciler asks the provider
+    pass_run_once()
+
+    # Then the attempt is rolled forward (FAILED -> SUCCEEDED) and the order is PAID
+    payment.refresh_from_db()
+    assert (payment.status, payment.failure_code) == ("SUCCEEDED", "")
+    assert_paid_once(order, user, wallet)
+    assert not Refund.objects.exists()
+    assert ProviderNotification.objects.get(trade_status="SUCCESS").resolved_at is not None
+    assert_books_balance(user, wallet)
+
+
+def test_a_success_after_the_attempt_was_closed_rolls_forward_when_the_query_confirms(
+    pay, fault, order, user, wallet, worker, due_at_once
+):
+    payment = declined_late(pay, fault)
+    # The shop fenced the attempt; this provider cannot recall a payer's late money.
+    get_provider().close(out_trade_no=payment.out_trade_no)
+    success_notified(worker, payment)
+
+    pass_run_once()
+
+    assert Payment.objects.get(pk=payment.pk).status == "SUCCEEDED"
+    assert_paid_once(order, user, wallet)
+    assert_books_balance(user, wallet)
+
+
+def test_the_pay_answer_itself_rolls_forward_an_attempt_failed_meanwhile(
+    pay, fault, order, user, wallet, settings
+):
+    # Given a pay request waiting on a slow provider that will answer SUCCESS
+    settings.PROVIDER_TIMEOUT_S = 10
+    fault("timeout_after_commit", delay_s=2)
+    answers: dict[str, Any] = {}
+    request = threading.Thread(target=lambda: answers.setdefault("pay", pay()))
+    request.start()
+    deadline = time.monotonic() + 10
+    while not Payment.objects.filter(order=order).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    # ... and a contradicting DECLINED notification that fails the attempt meanwhile
+    payment = Payment.objects.get(order=order)
+    assert notify(body_for(payment, trade_status="DECLINED")).status_code == 200
+    assert Payment.objects.get(pk=payment.pk).status == "FAILED"
+
+    # When the provider's answer (SUCCESS) arrives
+    request.join()
+
+    # Then the flow asked the provider and rolled the attempt forward
+    assert answers["pay"].status_code == 200
+    assert answers["pay"].json()["status"] == "PAID"
+    assert_paid_once(order, user, wallet)
+
+
+# --- Refunded: the order cannot take the money -------------------------------------
+
+
+def test_a_late_success_for_an_order_paid_by_another_attempt_is_refunded(
+    pay, fault, order, user, wallet, worker, due_at_once
+):
+    # Given an attempt declined now, and the order paid by a second attempt
+    late = declined_late(pay, fault)
+    assert pay().status_code == 200
+    success_notified(worker, late)
+
+    pass_run_once()
+
+    # Then the late capture is booked as an orphan and refunded; the order is untouched
+    assert_orphan_refunded(late, why="order-paid", amount=order.amount)
+    order.refresh_from_db()
+    assert (order.status, order.refunded_amount) == ("PAID", 0)
+    account = wallet(user)
+    assert (account["charged_total"], account["refunded_total"]) == (2 * order.amount, order.amount)
+    assert_books_balance(user, wallet)
+
+
+def test_a_late_success_for_a_cancelled_order_is_refunded(
+    pay, fault, client, order, user, wallet, worker, due_at_once
+):
+    late = declined_late(pay, fault)
+    cancel = client.post(
+        f"/api/v1/orders/{order.number}/cancel/", headers={"Idempotency-Key": new_key()}
+    )
+    assert cancel.status_code == 200
+    success_notified(worker, late)
+
+    pass_run_once()
+
+    assert_orphan_refunded(late, why="order-cancelled", amount=order.amount)
+    assert Order.objects.get(pk=order.pk).status == "CANCELLED"
+    assert wallet(user)["refunded_total"] == order.amount
+    assert_books_balance(user, wallet)
+
+
+def test_a_late_success_for_an_expired_order_is_refunded(
+    pay, fault, order, user, wallet, worker, due_at_once, settings
+):
+    late = declined_late(pay, fault)
+    settings.ORDER_TTL_S = 0
+    assert expiry.run_once().expired == 1
+    success_notified(worker, late)
+
+    pass_run_once()
+
+    assert_orphan_refunded(late, why="order-cancelled", amount=order.amount)
+    assert_books_balance(user, wallet)
+
+
+def test_a_capture_of_another_amount_confirmed_by_the_query_fails_the_attempt_and_is_refunded(
+    order, user, wallet, worker, sandbox, due_at_once
+):
+    # Given an attempt the provider captured for another amount (and notified so)
+    payment = payment_create(user_id=user.pk, order_number=order.number)
+    get_provider().charge(
+        out_trade_no=payment.out_trade_no,
+        amount=payment.amount + 1,
+        currency=payment.currency,
+        payer=payment.payer,
+        notify_url=f"{django_settings.SHOP_BASE_URL}/api/v1/callbacks/sandbox/",
+        idempotency_key=provider_idempotency_key(payment),
+    )
+    payment_mark_unknown(payment_id=payment.pk)
+    assert success_notified(worker, payment).outcome == "rejected"  # answered 422
+
+    # When the reconciler asks the provider
+    pass_run_once()
+
+    # Then the attempt fails as an orphan, its real capture refunded; the order stays UNPAID
+    assert_orphan_refunded(payment, why="captured-another-amount", amount=payment.amount + 1)
+    assert Order.objects.get(pk=order.pk).status == "UNPAID"
+    assert_books_balance(user, wallet)
+
+
+# --- A notification alone never moves money back -----------------------------------
+
+
+def test_a_success_notification_the_provider_does_not_confirm_refunds_nothing(
+    pay, fault, order, user, wallet, due_at_once
+):
+    # Given a declined attempt, and a (signed) notification claiming it succeeded
+    fault("decline")
+    assert pay().status_code == 402
+    payment = Payment.objects.get()
+    assert notify(body_for(payment)).status_code == 200
+    assert ProviderNotification.objects.get().outcome == "deferred"
+
+    # When the reconciler asks the provider, which says DECLINED
+    pass_run_once()
+
+    # Then nothing moved: no roll forward, no orphan, no refund; the matter is resolved
+    assert Payment.objects.get(pk=payment.pk).status == "FAILED"
+    assert not Refund.objects.exists()
+    assert ProviderNotification.objects.get().resolution.startswith("provider says DECLINED")
+    assert wallet(user)["refunded_total"] == 0
+    assert_books_balance(user, wallet)
