@@ -85,7 +85,7 @@ def test_a_consistent_shop_audits_clean(world):
     assert all(row.problems == 0 for row in report.summary)
     checked = {row.check: row.checked for row in report.summary}
     assert checked["orders: PAID = one SUCCEEDED payment + one capture"] == 1
-    assert checked["provider: charges and wallets match PAID orders"] == 1  # one payer
+    assert checked["provider: charges and net debits match the ledger"] == 1  # one payer
     assert Payment.objects.get(order=world.fenced).failure_code == "closed"
     code, out = audit_command()
     assert code == 0
