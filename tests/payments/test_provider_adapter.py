@@ -219,10 +219,9 @@ def test_answers_about_the_asked_reference_are_read(liar):
 @pytest.mark.parametrize(
     ("status", "body", "code"),
     [
-        (422, {"code": "out-refund-no-mismatch"}, "out-refund-no-mismatch"),
         (404, {"code": "charge-not-found"}, "charge-not-found"),
         (400, {"code": "validation-error"}, "validation-error"),
-        (400, b"<html>bad request</html>", None),
+        (401, {"code": "merchant-unauthorized"}, "merchant-unauthorized"),
     ],
 )
 def test_a_refused_refund_is_a_rejection_with_its_code(liar, status, body, code):
@@ -242,7 +241,9 @@ def test_a_refused_refund_is_a_rejection_with_its_code(liar, status, body, code)
         (500, {"code": "provider-error"}),
         (503, None),
         (409, {"code": "idempotency-key-in-use"}),
+        (422, {"code": "out-refund-no-mismatch"}),  # a refund exists under it: ask
         (429, None),
+        (400, b"<html>a proxy's bad request</html>"),  # not the provider speaking
         (408, None),
         (302, None),
         (200, b"not json"),
