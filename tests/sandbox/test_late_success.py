@@ -8,6 +8,7 @@ from sandbox.models import Charge, Notification, Wallet
 from sandbox.services import (
     DECLINE_INSUFFICIENT_FUNDS,
     DECLINE_PENDING,
+    late_success,
     late_success_settle,
 )
 from sandbox.tasks import settle_late_success
@@ -138,3 +139,26 @@ def test_late_success_arms_for_charges_and_is_consumed_by_one(charge, arm):
     second = charge(charge_body()).json()
 
     assert (first["status"], second["status"]) == ("DECLINED", "SUCCESS")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_enqueue_after_commit_still_answers_the_committed_decline(
+    charge, arm, monkeypatch
+):
+    # Given a broker that refuses the late success at commit time
+    def refuse(**_: object) -> None:
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(late_success, "late_success_enqueue", refuse)
+    arm("late_success", delay_s=1)
+    body = charge_body()
+
+    # When the charge commits, then its answer is the committed decline, not a 500
+    response = charge(body)
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "DECLINED"
+    # and the charge simply stays DECLINED, its pending late success visible
+    row = Charge.objects.get(out_trade_no=body["out_trade_no"])
+    assert (row.status, row.decline_reason) == ("DECLINED", DECLINE_PENDING)
+    assert row.late_success_at is not None
