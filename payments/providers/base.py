@@ -7,20 +7,23 @@ this file.
 
 Exceptions, and what the flows may conclude from each:
 
-- ``ProviderOutcomeUnknown``: a timeout, a 5xx, a 408/409/429 (the provider is
-  busy with the same request, or asks us to slow down), or an answer we cannot
+- ``ProviderOutcomeUnknown``: a timeout, a 5xx, a 408/409/422/429 on a call
+  that moves money (not now; the same key is in flight; this key or reference
+  already holds a charge or refund with other terms), or an answer we cannot
   read. Money may or may not have moved: never treated as success or failure;
   retry with the same key, or query.
-- ``ProviderAnswerConflict`` (an ``ProviderOutcomeUnknown``): an answer that
+- ``ProviderAnswerConflict`` (a ``ProviderOutcomeUnknown``): an answer that
   reads fine but is about another reference than the one we asked about. Never
   applied: it proves nothing about our attempt.
-- ``ProviderRejected(status, code)``: any other 4xx on a call that moves money.
-  The provider refused the request as such (validation, unknown charge, a
-  reference reused with other terms), so nothing moved for this request.
-  Whether that makes the attempt final is the flow's decision. A 404 on a read
-  (``query``, ``query_refund``, ``wallet``) is not a rejection: it means "no such
-  thing" and is answered as ``None``; a 409 on ``close`` is the charge that
-  already succeeded, answered as that charge.
+- ``ProviderRejected(status, code)``: any other 4xx on a call that moves money,
+  carrying the provider's own error code (a body that fails validation, a
+  charge the provider does not know, a credential it does not accept). Such a
+  request is refused before anything moves, so it proves that this request
+  moved nothing. Whether that makes the attempt final is the flow's decision.
+  A 4xx without the provider's code (a proxy's page) proves nothing: unknown.
+  A 404 on a read (``query``, ``query_refund``, ``wallet``) is not a rejection:
+  it means "no such thing" and is answered as ``None``; a 409 on ``close`` is
+  the charge that already succeeded, answered as that charge.
 """
 
 from __future__ import annotations
@@ -130,14 +133,14 @@ class ProviderAnswerConflict(ProviderOutcomeUnknown):
 class ProviderRejected(Exception):
     """The provider refused a money-moving request with a 4xx: nothing moved for it.
 
-    ``status`` is the HTTP status, ``code`` the provider's error code (None when
-    its answer had none). Not an outcome-unknown: retrying the same request gets
-    the same refusal. 404 on reads and 409 on close are not rejections (see the
-    module docstring); 408, 409 elsewhere and 429 are outcome-unknown.
+    ``status`` is the HTTP status, ``code`` the provider's error code. Not an
+    outcome-unknown: retrying the same request gets the same refusal. Which 4xx
+    count (and which do not: 404 on reads, 409 on close, 408/409/422/429 on
+    money-moving calls) is in the module docstring.
     """
 
-    def __init__(self, status: int, code: str | None) -> None:
-        super().__init__(f"provider rejected the request: HTTP {status} {code or '(no code)'}")
+    def __init__(self, status: int, code: str) -> None:
+        super().__init__(f"provider rejected the request: HTTP {status} {code}")
         self.status = status
         self.code = code
 

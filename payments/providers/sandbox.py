@@ -47,10 +47,11 @@ SIGNATURE_HEADER = "Sandbox-Signature"
 # A signed notification older (or newer) than this is refused: a captured request
 # cannot be replayed at us later. Five minutes absorbs clock skew and queueing.
 SIGNATURE_TOLERANCE_S = 300
-# 4xx answers that do not refuse the request: 408 (the provider gave up reading
-# it), 409 (it is busy with the same key) and 429 (slow down). The request may
-# still be, or have been, carried out: outcome unknown, retry with the same key.
-_TRANSIENT_4XX = frozenset({408, 409, 429})
+# 4xx answers to a money-moving call that are not a plain refusal: 408 and 429
+# say "not now", 409 that the same key is in flight, 422 that this key or
+# reference already holds a charge or refund with other terms (money may have
+# moved under it: ask, never guess). All are outcome-unknown.
+MONEY_4XX_WITH_A_MEANING = frozenset({408, 409, 422, 429})
 
 
 def sign(*, secret: str, timestamp: int, raw_body: bytes) -> str:
@@ -100,14 +101,20 @@ class SandboxProvider:
 
     @staticmethod
     def _refused(response: requests.Response, what: str) -> Exception:
-        """What a non-200 answer to a money-moving call means (see base.py)."""
+        """What a non-200 answer to a money-moving call means (see base.py).
+
+        Only a 4xx without a meaning of its own that carries the sandbox's
+        problem+json ``code`` proves a refusal; anything else (a proxy's error
+        page, a teapot) is not understood, hence unknown.
+        """
         status = response.status_code
-        if 400 <= status < 500 and status not in _TRANSIENT_4XX:
+        if 400 <= status < 500 and status not in MONEY_4XX_WITH_A_MEANING:
             try:
                 code = response.json().get("code")
             except (ValueError, AttributeError):
                 code = None
-            return ProviderRejected(status, code if isinstance(code, str) else None)
+            if isinstance(code, str) and code:
+                return ProviderRejected(status, code)
         return ProviderOutcomeUnknown(f"{what} answered HTTP {status}")
 
     @staticmethod

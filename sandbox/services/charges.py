@@ -27,14 +27,12 @@ from sandbox.services.declines import (
     DECLINE_PENDING,
     DECLINE_SCRIPTED,
 )
-from sandbox.services.faults import NO_FAULTS, AppliedFaults, fault_take_for
+from sandbox.services.faults import AppliedFaults
 from sandbox.services.idempotency import (
     Answer,
+    create_once,
     fingerprint,
-    once_per_key,
-    raise_if_raced,
     record_insert,
-    record_replay,
     violated_constraint,
 )
 from sandbox.services.late_success import late_success_schedule
@@ -51,10 +49,6 @@ class ChargeTerms:
     currency: str
     payer: str
     notify_url: str
-
-
-class _AbandonCharge(Exception):
-    """error_before_commit: undo the charge, keep the consumed fault count."""
 
 
 def new_trade_no() -> str:
@@ -93,8 +87,13 @@ def _settle(*, terms: ChargeTerms, faults: AppliedFaults) -> Charge:
     )
 
 
-def _dedupe(*, key: str, terms: ChargeTerms, existing: Charge) -> Answer:
-    """A new key for an attempt the provider already holds: answer with that charge."""
+def _dedupe(*, key: str, terms: ChargeTerms) -> Answer | None:
+    """A new key for a charge the provider already holds: answer with it (None: new)."""
+    existing = (
+        Charge.objects.select_related("wallet").filter(out_trade_no=terms.out_trade_no).first()
+    )
+    if existing is None:
+        return None
     if existing.status != Charge.Status.CLOSED and (
         existing.amount != terms.amount
         or existing.currency != terms.currency
@@ -113,46 +112,14 @@ def _dedupe(*, key: str, terms: ChargeTerms, existing: Charge) -> Answer:
 _RACE_CONSTRAINTS = {"sandbox_charge_out_trade_no_unique", "sandbox_idempotency_key_unique"}
 
 
-def _charge_once(*, key: str, terms: ChargeTerms) -> tuple[Answer | None, AppliedFaults]:
-    """One attempt inside one transaction. None as the answer: error_before_commit."""
-    try:
-        with transaction.atomic():
-            # Fast paths first, so replays and dedupes never touch the fault rows.
-            # These reads decide nothing on their own: if they miss a row that a
-            # concurrent request is committing, the INSERTs below collide with it
-            # (IntegrityError -> Raced) and the caller comes back here.
-            if replay := record_replay(key=key, fingerprint=fingerprint(terms)):
-                return replay, NO_FAULTS
-            existing = (
-                Charge.objects.select_related("wallet")
-                .filter(out_trade_no=terms.out_trade_no)
-                .first()
-            )
-            if existing is not None:
-                return _dedupe(key=key, terms=terms, existing=existing), NO_FAULTS
-
-            # Consumed in the outer transaction: if we lose a race below, all of it
-            # rolls back and the counts stay for the charges that really are new.
-            # If error_before_commit fires, only the savepoint rolls back and the
-            # consumed count commits (else the retry would fail again, forever).
-            faults = fault_take_for(Fault.Target.CHARGE)
-            try:
-                with transaction.atomic():  # savepoint: the charge and all it implies
-                    charge = _settle(terms=terms, faults=faults)
-                    if faults.fail_before_commit:
-                        # After the INSERT on purpose: only a charge that would really
-                        # have been made fails; a duplicate still takes the dedupe path.
-                        raise _AbandonCharge
-                    body = charge_json(charge)
-                    record_insert(key=key, fingerprint=fingerprint(terms), charge=charge, body=body)
-                    charge_notifications_schedule(charge=charge, faults=faults)
-                    if charge.late_success_at is not None:
-                        late_success_schedule(charge=charge)
-            except _AbandonCharge:
-                return None, faults
-            return Answer(body=body, replayed=False), faults
-    except IntegrityError as error:
-        raise_if_raced(error, _RACE_CONSTRAINTS)
+def _finish(*, key: str, terms: ChargeTerms, charge: Charge, faults: AppliedFaults) -> Answer:
+    """Store the answer and schedule what the new charge sends (and its late success)."""
+    body = charge_json(charge)
+    record_insert(key=key, fingerprint=fingerprint(terms), charge=charge, body=body)
+    charge_notifications_schedule(charge=charge, faults=faults)
+    if charge.late_success_at is not None:
+        late_success_schedule(charge=charge)
+    return Answer(body=body, replayed=False)
 
 
 def charge_create(
@@ -176,8 +143,17 @@ def charge_create(
         payer=payer,
         notify_url=notify_url,
     )
-    return once_per_key(
-        lambda: _charge_once(key=idempotency_key, terms=terms), reference=out_trade_no
+    return create_once(
+        key=idempotency_key,
+        fingerprint=fingerprint(terms),
+        reference=out_trade_no,
+        target=Fault.Target.CHARGE,
+        race_constraints=_RACE_CONSTRAINTS,
+        dedupe=lambda: _dedupe(key=idempotency_key, terms=terms),
+        settle=lambda faults: _settle(terms=terms, faults=faults),
+        finish=lambda charge, faults: _finish(
+            key=idempotency_key, terms=terms, charge=charge, faults=faults
+        ),
     )
 
 

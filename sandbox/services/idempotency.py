@@ -17,15 +17,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from sandbox.errors import IdempotencyKeyMismatch, ProviderError
 from sandbox.models import Charge, IdempotencyRecord, Refund
-from sandbox.services.faults import NO_FAULTS, AppliedFaults
+from sandbox.services.faults import NO_FAULTS, AppliedFaults, fault_take_for
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Losing a race sends a request back to the replay/dedupe path, where it finds the
 # winner's committed row; a third loss in a row would mean a bug, not bad luck.
@@ -95,14 +96,82 @@ def record_insert(
     )
 
 
-def once_per_key(
-    attempt: Callable[[], tuple[Answer | None, AppliedFaults]], *, reference: str
+class _Abandon(Exception):
+    """error_before_commit: undo the new row and its money, keep the consumed fault count."""
+
+
+def _attempt(
+    *,
+    key: str,
+    fingerprint: str,
+    target: str,
+    race_constraints: set[str],
+    dedupe: Callable[[], Answer | None],
+    settle: Callable[[AppliedFaults], T],
+    finish: Callable[[T, AppliedFaults], Answer],
+) -> tuple[Answer | None, AppliedFaults]:
+    """One attempt inside one transaction. None as the answer: error_before_commit."""
+    try:
+        with transaction.atomic():
+            # Fast paths first, so replays and dedupes never touch the fault rows.
+            # These reads decide nothing on their own: if they miss a row that a
+            # concurrent request is committing, the INSERTs below collide with it
+            # (IntegrityError -> Raced) and the caller comes back here.
+            if replay := record_replay(key=key, fingerprint=fingerprint):
+                return replay, NO_FAULTS
+            if deduped := dedupe():
+                return deduped, NO_FAULTS
+
+            # Consumed in the outer transaction: if we lose a race below (or the
+            # request is refused), all of it rolls back and the counts stay for the
+            # requests that really are new. If error_before_commit fires, only the
+            # savepoint rolls back and the consumed count commits (else the retry
+            # would fail again, forever).
+            faults = fault_take_for(target)
+            try:
+                with transaction.atomic():  # savepoint: the new row and all it implies
+                    made = settle(faults)
+                    if faults.fail_before_commit:
+                        # After the INSERT on purpose: only a request that would really
+                        # have been carried out fails; a duplicate still dedupes.
+                        raise _Abandon
+                    return finish(made, faults), faults
+            except _Abandon:
+                return None, faults
+    except IntegrityError as error:
+        raise_if_raced(error, race_constraints)
+
+
+def create_once(
+    *,
+    key: str,
+    fingerprint: str,
+    reference: str,
+    target: str,
+    race_constraints: set[str],
+    dedupe: Callable[[], Answer | None],
+    settle: Callable[[AppliedFaults], T],
+    finish: Callable[[T, AppliedFaults], Answer],
 ) -> Answer:
-    """Run ``attempt`` (one transaction) until it does not lose a race; then misbehave
-    as its faults say. A None answer is error_before_commit: nothing was committed."""
+    """Carry out a money-moving request once per key and once per merchant reference.
+
+    ``dedupe`` answers from an existing row for ``reference`` (or None: it is new);
+    ``settle`` moves the money and inserts the row; ``finish`` stores the answer
+    (record_insert) and schedules what the row sends. All of it commits as one
+    transaction, retried when it loses a race on ``race_constraints``; then the
+    faults that misbehave after the commit (a 500, a late answer) apply.
+    """
     for _ in range(MAX_RACE_RETRIES):
         try:
-            answer, faults = attempt()
+            answer, faults = _attempt(
+                key=key,
+                fingerprint=fingerprint,
+                target=target,
+                race_constraints=race_constraints,
+                dedupe=dedupe,
+                settle=settle,
+                finish=finish,
+            )
             break
         except Raced:
             continue  # the winner has committed: the next pass replays or dedupes

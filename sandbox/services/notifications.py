@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import secrets
-from functools import partial
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -92,8 +92,17 @@ def _schedule(
     if spread is not None:
         random.shuffle(queue_order)
     for row in queue_order:
-        # Bound now (partial), run at commit; discarded if the transaction rolls back.
-        transaction.on_commit(
-            partial(notification_enqueue, notification_id=row.pk, countdown=row.first_delay_s)
-        )
+        # Run at commit, discarded if the transaction rolls back. Robust: the money
+        # has moved and committed, so a broker failure must not turn its answer into
+        # a 500; the row stays PENDING (the merchant's reconciler asks anyway).
+        transaction.on_commit(_enqueue_at_commit(row), robust=True)
     return rows
+
+
+def _enqueue_at_commit(row: Notification) -> Callable[[], None]:
+    # A named function, not a partial: Django logs a robust hook's failure by the
+    # callable's __qualname__, which a partial does not have.
+    def enqueue_notification() -> None:
+        notification_enqueue(notification_id=row.pk, countdown=row.first_delay_s)
+
+    return enqueue_notification

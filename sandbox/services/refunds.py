@@ -23,7 +23,6 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -35,15 +34,8 @@ from sandbox.services.declines import (
     DECLINE_EXCEEDS_REFUNDABLE,
     DECLINE_SCRIPTED,
 )
-from sandbox.services.faults import NO_FAULTS, AppliedFaults, fault_take_for
-from sandbox.services.idempotency import (
-    Answer,
-    fingerprint,
-    once_per_key,
-    raise_if_raced,
-    record_insert,
-    record_replay,
-)
+from sandbox.services.faults import AppliedFaults
+from sandbox.services.idempotency import Answer, create_once, fingerprint, record_insert
 from sandbox.services.notifications import refund_notifications_schedule
 from sandbox.services.wallets import wallet_credit
 
@@ -56,10 +48,6 @@ class RefundTerms:
     out_trade_no: str
     amount: int
     notify_url: str
-
-
-class _AbandonRefund(Exception):
-    """error_before_commit: undo the refund, keep the consumed fault count."""
 
 
 def _new_refund_id() -> str:
@@ -108,8 +96,13 @@ def _settle(*, terms: RefundTerms, charge: Charge, faults: AppliedFaults) -> Ref
     )
 
 
-def _dedupe(*, key: str, terms: RefundTerms, existing: Refund) -> Answer:
-    """A new key for a refund the provider already holds: answer with that refund."""
+def _dedupe(*, key: str, terms: RefundTerms) -> Answer | None:
+    """A new key for a refund the provider already holds: answer with it (None: new)."""
+    existing = (
+        Refund.objects.select_related("charge").filter(out_refund_no=terms.out_refund_no).first()
+    )
+    if existing is None:
+        return None
     if existing.charge.out_trade_no != terms.out_trade_no or existing.amount != terms.amount:
         # Never merge: the same refund reference with other terms is a merchant bug.
         raise OutRefundNoMismatch(refund_id=existing.refund_id)
@@ -121,40 +114,21 @@ def _dedupe(*, key: str, terms: RefundTerms, existing: Refund) -> Answer:
 _RACE_CONSTRAINTS = {"sandbox_refund_out_refund_no_unique", "sandbox_idempotency_key_unique"}
 
 
-def _refund_once(*, key: str, terms: RefundTerms) -> tuple[Answer | None, AppliedFaults]:
-    """One attempt inside one transaction. None as the answer: error_before_commit."""
-    try:
-        with transaction.atomic():
-            # The same fast paths, and the same reason they decide nothing alone, as
-            # services.charges._charge_once.
-            if replay := record_replay(key=key, fingerprint=fingerprint(terms)):
-                return replay, NO_FAULTS
-            existing = (
-                Refund.objects.select_related("charge")
-                .filter(out_refund_no=terms.out_refund_no)
-                .first()
-            )
-            if existing is not None:
-                return _dedupe(key=key, terms=terms, existing=existing), NO_FAULTS
-            # Charge rows are never deleted: a row read here is there at commit.
-            charge = Charge.objects.filter(out_trade_no=terms.out_trade_no).first()
-            if charge is None:
-                raise ChargeNotFound()
+def _settle_new(*, terms: RefundTerms, faults: AppliedFaults) -> Refund:
+    # Charge rows are never deleted: a row read here is there at commit. None: the
+    # 404 rolls back the whole transaction, the consumed fault count with it.
+    charge = Charge.objects.filter(out_trade_no=terms.out_trade_no).first()
+    if charge is None:
+        raise ChargeNotFound()
+    return _settle(terms=terms, charge=charge, faults=faults)
 
-            faults = fault_take_for(Fault.Target.REFUND)
-            try:
-                with transaction.atomic():  # savepoint: the refund and all it implies
-                    refund = _settle(terms=terms, charge=charge, faults=faults)
-                    if faults.fail_before_commit:
-                        raise _AbandonRefund
-                    body = refund_json(refund)
-                    record_insert(key=key, fingerprint=fingerprint(terms), refund=refund, body=body)
-                    refund_notifications_schedule(refund=refund, faults=faults)
-            except _AbandonRefund:
-                return None, faults
-            return Answer(body=body, replayed=False), faults
-    except IntegrityError as error:
-        raise_if_raced(error, _RACE_CONSTRAINTS)
+
+def _finish(*, key: str, terms: RefundTerms, refund: Refund, faults: AppliedFaults) -> Answer:
+    """Store the answer and schedule what the new refund sends."""
+    body = refund_json(refund)
+    record_insert(key=key, fingerprint=fingerprint(terms), refund=refund, body=body)
+    refund_notifications_schedule(refund=refund, faults=faults)
+    return Answer(body=body, replayed=False)
 
 
 def refund_create(
@@ -169,6 +143,15 @@ def refund_create(
     terms = RefundTerms(
         out_refund_no=out_refund_no, out_trade_no=out_trade_no, amount=amount, notify_url=notify_url
     )
-    return once_per_key(
-        lambda: _refund_once(key=idempotency_key, terms=terms), reference=out_refund_no
+    return create_once(
+        key=idempotency_key,
+        fingerprint=fingerprint(terms),
+        reference=out_refund_no,
+        target=Fault.Target.REFUND,
+        race_constraints=_RACE_CONSTRAINTS,
+        dedupe=lambda: _dedupe(key=idempotency_key, terms=terms),
+        settle=lambda faults: _settle_new(terms=terms, faults=faults),
+        finish=lambda refund, faults: _finish(
+            key=idempotency_key, terms=terms, refund=refund, faults=faults
+        ),
     )

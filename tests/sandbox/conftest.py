@@ -27,6 +27,7 @@ from tests.conftest import client_for
 from tests.factories import UserFactory
 
 CHARGES = "/sandbox/v1/charges"
+REFUNDS = "/sandbox/v1/refunds"
 FAULTS = "/sandbox/v1/faults"
 NOTIFY_URL = "http://127.0.0.1:9/callbacks/sandbox/"  # never contacted: enqueue is observed
 
@@ -41,6 +42,16 @@ def charge_body(**overrides: Any) -> dict[str, Any]:
         "amount": 1999,
         "currency": "CNY",
         "payer": "alice",
+        "notify_url": NOTIFY_URL,
+    }
+    return {**body, **overrides}
+
+
+def refund_body(out_trade_no: str, **overrides: Any) -> dict[str, Any]:
+    body = {
+        "out_refund_no": f"R-{uuid.uuid4().hex[:16]}",
+        "out_trade_no": out_trade_no,
+        "amount": 500,
         "notify_url": NOTIFY_URL,
     }
     return {**body, **overrides}
@@ -72,6 +83,29 @@ def charge(merchant: APIClient) -> Callable[..., Any]:
         return merchant.post(CHARGES, body, format="json", headers=headers)
 
     return post
+
+
+@pytest.fixture
+def refund(merchant: APIClient) -> Callable[..., Any]:
+    """POST /sandbox/v1/refunds: ``refund(body, key=...)``; a fresh key when not given."""
+
+    def post(body: dict[str, Any], key: str | None = None) -> Any:
+        headers = {"Idempotency-Key": str(uuid.uuid4()) if key is None else key}
+        return merchant.post(REFUNDS, body, format="json", headers=headers)
+
+    return post
+
+
+@pytest.fixture
+def paid(charge: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    """A SUCCESS charge of ``amount`` (default 1999) for alice: its JSON."""
+
+    def make(amount: int = 1999, payer: str = "alice") -> dict[str, Any]:
+        response = charge(charge_body(amount=amount, payer=payer))
+        assert response.json()["status"] == "SUCCESS", response.json()
+        return response.json()
+
+    return make
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@
 import pytest
 from django.test import Client
 
-from sandbox.services import charge_close, charge_create, fault_set
+from sandbox.services import charge_close, charge_create, fault_set, refund_create
 from tests.factories import UserFactory
-from tests.sandbox.conftest import charge_body
+from tests.sandbox.conftest import charge_body, refund_body
 
 pytestmark = pytest.mark.django_db
 
-MODELS = ["wallet", "charge", "idempotencyrecord", "notification", "fault"]
+MODELS = ["wallet", "charge", "refund", "idempotencyrecord", "notification", "fault"]
 
 
 @pytest.fixture
@@ -21,7 +21,9 @@ def admin_browser() -> Client:
 
 @pytest.mark.parametrize("model", MODELS)
 def test_every_table_is_listed_and_read_only(admin_browser, model):
-    charge_create(idempotency_key="k-admin", **charge_body())
+    charged = charge_body()
+    charge_create(idempotency_key="k-admin", **charged)
+    refund_create(idempotency_key="k-refund", **refund_body(charged["out_trade_no"]))
     charge_close(out_trade_no="P-closed")
     fault_set(mode="decline", count=1, delay_s=0, copies=1)
 
