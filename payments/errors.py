@@ -38,26 +38,31 @@ class PaymentFailed(ApplicationError):
     final = True
 
 
-class PaymentOutcomeUnknown(ApplicationError):
-    """The provider timed out or failed: we do not know yet whether it charged.
-
-    Not final: nothing is stored, the key keeps its recovery point, and a retry
-    with the SAME key asks the provider before charging (never charges twice).
-    """
+class _OutcomeUnknown(ApplicationError):
+    """The provider did not answer in time: not final, nothing stored, retry later."""
 
     status = 503
-    code = "payment-outcome-unknown"
-    title = "Payment outcome unknown"
-    default_detail = (
-        "The payment provider did not answer in time; we do not know yet whether you "
-        "were charged. Retry with the same Idempotency-Key: you will not be charged twice."
-    )
 
     def __init__(self, detail: str | None = None, **extra: Any) -> None:
         super().__init__(detail, **extra)
         # Long enough for a provider hiccup to pass; the reconciler resolves the
         # attempt after RECONCILE_AFTER_S even if the client never comes back.
         self.headers["Retry-After"] = "2"
+
+
+class PaymentOutcomeUnknown(_OutcomeUnknown):
+    """The provider timed out or failed: we do not know yet whether it charged.
+
+    Not final: nothing is stored, the key keeps its recovery point, and a retry
+    with the SAME key asks the provider before charging (never charges twice).
+    """
+
+    code = "payment-outcome-unknown"
+    title = "Payment outcome unknown"
+    default_detail = (
+        "The payment provider did not answer in time; we do not know yet whether you "
+        "were charged. Retry with the same Idempotency-Key: you will not be charged twice."
+    )
 
 
 # --- Refunds ---------------------------------------------------------------------
@@ -93,22 +98,16 @@ class RefundDeclined(ApplicationError):
     final = True
 
 
-class RefundOutcomeUnknown(ApplicationError):
+class RefundOutcomeUnknown(_OutcomeUnknown):
     """The provider timed out or failed: we do not know yet whether it refunded.
 
     Not final: nothing is stored, the key keeps its recovery point, and a retry
     with the SAME key asks the provider first (never refunds twice).
     """
 
-    status = 503
     code = "refund-outcome-unknown"
     title = "Refund outcome unknown"
     default_detail = (
         "The payment provider did not answer in time; we do not know yet whether the "
         "refund went through. Retry with the same Idempotency-Key: it is never made twice."
     )
-
-    def __init__(self, detail: str | None = None, **extra: Any) -> None:
-        super().__init__(detail, **extra)
-        # As for payments: a provider hiccup passes; the reconciler resolves it anyway.
-        self.headers["Retry-After"] = "2"

@@ -39,3 +39,30 @@ def run_django(
         timeout=timeout,
         check=False,
     )
+
+
+def post_and_die(
+    *, user, path: str, key: str, after_sql: str, settings
+) -> subprocess.CompletedProcess[str]:
+    """POST ``path`` as ``user`` in a child process that dies (exit 137) right after
+    ``after_sql`` runs: a server process of the same shop killed mid-request."""
+    env = {"PROVIDER_BASE_URL": settings.PROVIDER_BASE_URL, "SHOP_BASE_URL": settings.SHOP_BASE_URL}
+    return run_django(
+        env=env,
+        code=f"""
+        import os
+        from django.db import connection
+        from rest_framework.test import APIClient
+
+        def die(execute, sql, params, many, context):
+            result = execute(sql, params, many, context)
+            if sql.startswith({after_sql!r}):
+                os._exit(137)
+            return result
+
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION="Token {user.auth_token.key}")
+        with connection.execute_wrapper(die):
+            client.post("{path}", {{}}, format="json", headers={{"Idempotency-Key": "{key}"}})
+    """,
+    )

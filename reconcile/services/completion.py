@@ -85,53 +85,41 @@ class CompleteCounts:
     error: int = 0
 
 
-def _complete_pay(record: IdempotencyKey, provider: PaymentProvider) -> Completion:
-    """``POST /api/v1/orders/<number>/pay/`` at ``payment_created``: finish it if settled."""
-    payment = None
-    if record.recovery_point == PayPoint.PAYMENT_CREATED and (
-        record.resource_type == PAYMENT_RESOURCE and record.resource_id is not None
-    ):
-        payment = Payment.objects.select_related("order").filter(pk=record.resource_id).first()
+Resumable = tuple[str, Callable[[IdempotencyKey], None]]
+
+
+@dataclass(frozen=True)
+class _MoneyFlow:
+    """A flow whose record, past its first phase, names an attempt at the provider."""
+
+    point: str  # the recovery point after the attempt committed
+    resource_type: str
+    unsettled: tuple[str, ...]  # the attempt's statuses that are the reconciler's turn
+    unknown: type[Exception]  # what the flow raises while the outcome is unknown
+    # The attempt's status and the flow to resume with, or None if it is gone.
+    load: Callable[[int, IdempotencyKey, PaymentProvider], Resumable | None]
+
+
+def _pay_attempt(
+    payment_id: int, record: IdempotencyKey, provider: PaymentProvider
+) -> Resumable | None:
+    payment = Payment.objects.select_related("order").filter(pk=payment_id).first()
     if payment is None:
-        release(record)
-        logger.error("record %s: pay request without its payment attempt", record.pk)
-        return Completion.UNSUPPORTED
-    # Settled is final, so this read cannot go stale before the flow reads it again.
-    if payment.status in UNSETTLED_STATUSES:
-        release(record)
-        return Completion.AWAITING_PAYMENT
+        return None
+    # The flow's first phase would use the order number; past it, it is informative.
     flow = partial(
-        order_pay_flow,
-        user_id=record.user_id,
-        # The flow's first phase would use it; at payment_created it is informative.
-        order_number=payment.order.number,
-        provider=provider,
+        order_pay_flow, user_id=record.user_id, order_number=payment.order.number, provider=provider
     )
-    try:
-        resume(record, flow)  # the provider is not called: the attempt is settled
-    except PaymentOutcomeUnknown:
-        return Completion.UNRESOLVED  # resume released the lock
-    return Completion.FINISHED
+    return payment.status, flow
 
 
-def _complete_refund(record: IdempotencyKey, provider: PaymentProvider) -> Completion:
-    """``POST /api/v1/orders/<number>/refunds/`` at ``refund_created``: finish it if settled."""
-    refund = None
-    if record.recovery_point == RefundPoint.REFUND_CREATED and (
-        record.resource_type == REFUND_RESOURCE and record.resource_id is not None
-    ):
-        refund = (
-            Refund.objects.select_related("payment__order").filter(pk=record.resource_id).first()
-        )
+def _refund_attempt(
+    refund_id: int, record: IdempotencyKey, provider: PaymentProvider
+) -> Resumable | None:
+    refund = Refund.objects.select_related("payment__order").filter(pk=refund_id).first()
     if refund is None:
-        release(record)
-        logger.error("record %s: refund request without its refund attempt", record.pk)
-        return Completion.UNSUPPORTED
-    if refund.status in UNSETTLED_REFUND_STATUSES:
-        release(record)
-        return Completion.AWAITING_PAYMENT
-    # At refund_created the flow's first phase (and so the request's details) is
-    # behind it: only the order is informative.
+        return None
+    # Likewise: past refund_created the request's details are informative only.
     request = RefundRequest(
         user_id=record.user_id,
         is_staff=False,
@@ -139,9 +127,47 @@ def _complete_refund(record: IdempotencyKey, provider: PaymentProvider) -> Compl
         amount=refund.amount,
         reason=refund.reason,
     )
+    return refund.status, partial(order_refund_flow, request=request, provider=provider)
+
+
+PAY = _MoneyFlow(
+    PayPoint.PAYMENT_CREATED,
+    PAYMENT_RESOURCE,
+    UNSETTLED_STATUSES,
+    PaymentOutcomeUnknown,
+    _pay_attempt,
+)
+REFUND = _MoneyFlow(
+    RefundPoint.REFUND_CREATED,
+    REFUND_RESOURCE,
+    UNSETTLED_REFUND_STATUSES,
+    RefundOutcomeUnknown,
+    _refund_attempt,
+)
+
+
+def _complete_money_flow(
+    spec: _MoneyFlow, record: IdempotencyKey, provider: PaymentProvider
+) -> Completion:
+    """A pay (refund) request at ``payment_created`` (``refund_created``): finish it if
+    its attempt is settled; otherwise leave it to the reconciler."""
+    loaded = None
+    if record.recovery_point == spec.point and (
+        record.resource_type == spec.resource_type and record.resource_id is not None
+    ):
+        loaded = spec.load(record.resource_id, record, provider)
+    if loaded is None:
+        release(record)
+        logger.error("record %s: %s request without its attempt", record.pk, spec.resource_type)
+        return Completion.UNSUPPORTED
+    status, flow = loaded
+    # Settled is final, so this read cannot go stale before the flow reads it again.
+    if status in spec.unsettled:
+        release(record)
+        return Completion.AWAITING_PAYMENT
     try:
-        resume(record, partial(order_refund_flow, request=request, provider=provider))
-    except RefundOutcomeUnknown:
+        resume(record, flow)  # the provider is not called: the attempt is settled
+    except spec.unknown:
         return Completion.UNRESOLVED  # resume released the lock
     return Completion.FINISHED
 
@@ -149,8 +175,8 @@ def _complete_refund(record: IdempotencyKey, provider: PaymentProvider) -> Compl
 # Route name (urls.py) and method -> how to finish a request of that endpoint.
 # Order creation and cancellation are single-phase: never unfinished past `started`.
 _COMPLETERS: dict[tuple[str, str], Callable[[IdempotencyKey, PaymentProvider], Completion]] = {
-    ("POST", "order-pay"): _complete_pay,
-    ("POST", "order-refund"): _complete_refund,
+    ("POST", "order-pay"): partial(_complete_money_flow, PAY),
+    ("POST", "order-refund"): partial(_complete_money_flow, REFUND),
 }
 
 

@@ -19,7 +19,7 @@ from payments.services import payment_create, provider_idempotency_key
 from tests.assertions import assert_paid_once
 from tests.conftest import new_key
 from tests.injection import crash_on
-from tests.processes import run_django
+from tests.processes import post_and_die
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,28 +126,8 @@ def test_exception_after_the_provider_charged_then_same_key_pays_once(pay, order
 
 def kill_during_pay(*, user, order, key: str, after_sql: str, settings):
     """Pay in a child process that dies (exit 137) right after ``after_sql`` runs."""
-    # The child is another server process of the same shop: same provider, same URLs.
-    env = {"PROVIDER_BASE_URL": settings.PROVIDER_BASE_URL, "SHOP_BASE_URL": settings.SHOP_BASE_URL}
-    return run_django(
-        env=env,
-        code=f"""
-        import os
-        from django.db import connection
-        from rest_framework.test import APIClient
-
-        def die(execute, sql, params, many, context):
-            result = execute(sql, params, many, context)
-            if sql.startswith({after_sql!r}):
-                os._exit(137)
-            return result
-
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION="Token {user.auth_token.key}")
-        with connection.execute_wrapper(die):
-            client.post("/api/v1/orders/{order.number}/pay/", {{}}, format="json",
-                        headers={{"Idempotency-Key": "{key}"}})
-    """,
-    )
+    path = f"/api/v1/orders/{order.number}/pay/"
+    return post_and_die(user=user, path=path, key=key, after_sql=after_sql, settings=settings)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from reconcile.services import refunds as reconcile_refunds
 from tests.assertions import assert_refunded_once
 from tests.conftest import new_key
 from tests.injection import crash_on
-from tests.processes import run_django
+from tests.processes import post_and_die
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,27 +132,8 @@ def test_an_exception_after_each_phase_then_the_reconciler_and_completer_finish_
 
 def kill_during_refund(*, user, order, key: str, after_sql: str, settings):
     """Refund in a child process that dies (exit 137) right after ``after_sql`` runs."""
-    env = {"PROVIDER_BASE_URL": settings.PROVIDER_BASE_URL, "SHOP_BASE_URL": settings.SHOP_BASE_URL}
-    return run_django(
-        env=env,
-        code=f"""
-        import os
-        from django.db import connection
-        from rest_framework.test import APIClient
-
-        def die(execute, sql, params, many, context):
-            result = execute(sql, params, many, context)
-            if sql.startswith({after_sql!r}):
-                os._exit(137)
-            return result
-
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION="Token {user.auth_token.key}")
-        with connection.execute_wrapper(die):
-            client.post("/api/v1/orders/{order.number}/refunds/", {{}}, format="json",
-                        headers={{"Idempotency-Key": "{key}"}})
-    """,
-    )
+    path = f"/api/v1/orders/{order.number}/refunds/"
+    return post_and_die(user=user, path=path, key=key, after_sql=after_sql, settings=settings)
 
 
 @pytest.mark.parametrize(("sql", "refunded"), CRASH_POINTS.values(), ids=CRASH_POINTS.keys())
