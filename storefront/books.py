@@ -15,14 +15,13 @@ from urllib.parse import quote
 
 import requests
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import BigIntegerField, Case, Count, F, Max, Q, Sum, When
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
-from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment
+from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from reconcile.audit import audit_run
 
 # The page shows the most recent payers' wallets only: each is one HTTP request to
@@ -53,8 +52,8 @@ class InventoryRow:
 @dataclass(frozen=True)
 class WalletRow:
     payer: str
-    shop_paid_total: int
-    charged_total: int | None  # None: the provider has no wallet, or did not answer
+    shop_paid_total: int  # the ledger's net: captured - refunded (orphans included)
+    charged_total: int | None  # net: charged - refunded; None: the provider did not answer
     successes: int | None
     error: str = ""
 
@@ -96,11 +95,11 @@ class Books:
 
     @property
     def ledger_agrees(self) -> bool:
-        # One capture per PAID order, of its amount (invariant 1, in totals).
-        return (
-            self.ledger_entries == self.orders.get(Order.Status.PAID, 0)
-            and self.ledger_amount == self.paid_amount
+        # One capture per PAID (or REFUNDED) order, of its amount (invariant 1, in totals).
+        captured_orders = self.orders.get(Order.Status.PAID, 0) + self.orders.get(
+            Order.Status.REFUNDED, 0
         )
+        return self.ledger_entries == captured_orders and self.ledger_amount == self.paid_amount
 
     @property
     def wallets_agree(self) -> bool:
@@ -111,7 +110,8 @@ def _orders() -> tuple[dict[str, int], int]:
     counts = {status: 0 for status in Order.Status.values}
     for row in Order.objects.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
-    paid = Order.objects.filter(status=Order.Status.PAID).aggregate(total=Sum("amount"))
+    captured = (Order.Status.PAID, Order.Status.REFUNDED)
+    paid = Order.objects.filter(status__in=captured).aggregate(total=Sum("amount"))
     return counts, paid["total"] or 0
 
 
@@ -187,12 +187,17 @@ def _wallets() -> list[WalletRow]:
         .values_list("payer", flat=True)[:MAX_WALLETS]
     )
     payers = sorted(latest)
-    users = get_user_model().objects.filter(username__in=payers)
+    # Captures count up, refunds down (orphaned ones included), as the audit adds them.
+    signed = Case(
+        When(kind__in=REFUND_KINDS, then=-F("amount")),
+        default=F("amount"),
+        output_field=BigIntegerField(),
+    )
     paid = {
-        row["user__username"]: row["total"] or 0
-        for row in Order.objects.filter(status=Order.Status.PAID, user__in=users)
-        .values("user__username")
-        .annotate(total=Sum("amount"))
+        row["payment__payer"]: row["total"] or 0
+        for row in LedgerEntry.objects.filter(payment__payer__in=payers)
+        .values("payment__payer")
+        .annotate(total=Sum(signed))
     }
     rows: list[WalletRow] = []
     for payer in payers:
@@ -208,7 +213,8 @@ def _wallets() -> list[WalletRow]:
             rows.append(WalletRow(payer, shop_total, 0, 0))
             continue
         successes = sum(1 for charge in wallet.get("charges", []) if charge["status"] == "SUCCESS")
-        rows.append(WalletRow(payer, shop_total, int(wallet["charged_total"]), successes))
+        net = int(wallet["charged_total"]) - int(wallet.get("refunded_total", 0))
+        rows.append(WalletRow(payer, shop_total, net, successes))
     return rows
 
 
@@ -236,7 +242,9 @@ def waiting_for_reconciliation(*, limit: int = MAX_WAITING) -> tuple[list[Waitin
 def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Books:
     now = timezone.now()
     orders, paid_amount = _orders()
-    ledger = LedgerEntry.objects.aggregate(n=Count("id"), total=Sum("amount"))
+    ledger = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.CAPTURE).aggregate(
+        n=Count("id"), total=Sum("amount")
+    )
     payments = {status: 0 for status in Payment.Status.values}
     for row in Payment.objects.values("status").annotate(n=Count("id")):
         payments[row["status"]] = row["n"]

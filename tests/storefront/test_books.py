@@ -54,6 +54,27 @@ def test_after_a_payment_the_tables_and_wallets_agree_and_the_audit_is_clean(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_after_a_partial_and_a_full_refund_the_books_still_agree(
+    demo_mode, sandbox, web, order, pay, refund
+):
+    assert pay().status_code == 200
+    shipment_create(order_id=order.pk)
+    assert refund(body={"amount": 1000}).status_code == 200
+    assert refund().status_code == 200
+
+    books = web.get("/books/").context["books"]
+
+    assert (books.orders["PAID"], books.orders["REFUNDED"]) == (0, 1)
+    assert (books.ledger_entries, books.ledger_amount) == (1, order.amount)  # the capture
+    assert books.ledger_agrees
+    assert books.wallets_agree
+    assert [(w.payer, w.shop_paid_total, w.charged_total) for w in books.wallets] == [
+        (order.user.username, 0, 0)
+    ]
+    assert books.audit.ok, books.audit.findings
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_live_endpoint_renders_the_same_sections(demo_mode, sandbox, web, order, pay):
     pay()
 
