@@ -9,6 +9,8 @@ import pytest
 from idempotency.models import IdempotencyKey
 from payments.flows import RefundPoint
 from payments.models import LedgerEntry, Refund
+from payments.providers import ChargeResult, ChargeStatus
+from payments.services import payment_create, payment_settle
 from tests.assertions import assert_refunded_once
 from tests.conftest import client_for, new_key
 from tests.factories import UserFactory
@@ -262,3 +264,31 @@ def test_the_same_key_while_the_provider_is_being_asked_is_409(
     assert "Retry-After" in second
     assert answers["first"].status_code == 200
     assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+def test_a_refund_the_provider_refuses_with_a_4xx_is_402_declined_and_final(
+    refund, order, user, sandbox
+):
+    # Given an order PAID in our books through a charge the provider never saw
+    payment = payment_create(user_id=user.pk, order_number=order.number)
+    payment_settle(
+        payment_id=payment.pk,
+        result=ChargeResult(
+            out_trade_no=payment.out_trade_no,
+            status=ChargeStatus.SUCCESS,
+            trade_no="T-UNKNOWN-TO-PROVIDER",
+            amount=payment.amount,
+            currency=payment.currency,
+        ),
+    )
+    key = new_key()
+
+    # When it is refunded: the provider answers 404 charge-not-found
+    refused = refund(key)
+
+    # Then nothing was refunded, and that is final (not "unknown")
+    assert refused.status_code == 402
+    assert refused.json()["code"] == "refund-declined"
+    assert refused.json()["reason"] == "rejected-charge-not-found"
+    assert Refund.objects.get().status == "FAILED"
+    assert refund(key)["Idempotent-Replayed"] == "true"

@@ -157,6 +157,37 @@ def test_the_pay_answer_itself_rolls_forward_an_attempt_failed_meanwhile(
 # --- Refunded: the order cannot take the money -------------------------------------
 
 
+def test_the_pay_answer_for_an_order_paid_meanwhile_is_402_and_the_capture_refunded(
+    pay, fault, order, user, wallet, settings, due_at_once
+):
+    # Given a pay request waiting on a slow provider that will answer SUCCESS, its
+    # attempt failed meanwhile by a contradicting notification, and the order then
+    # paid through a second attempt
+    settings.PROVIDER_TIMEOUT_S = 10
+    fault("timeout_after_commit", delay_s=2)
+    answers: dict[str, Any] = {}
+    request = threading.Thread(target=lambda: answers.setdefault("pay", pay()))
+    request.start()
+    deadline = time.monotonic() + 10
+    while not Payment.objects.filter(order=order).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    first = Payment.objects.get(order=order)
+    assert notify(body_for(first, trade_status="DECLINED")).status_code == 200
+    assert pay().status_code == 200
+
+    # When the first request's SUCCESS arrives
+    request.join()
+
+    # Then it answers 402 payment-failed (stored), and its capture is refunded
+    assert answers["pay"].status_code == 402
+    assert answers["pay"].json()["code"] == "payment-failed"
+    assert "refunded automatically" in answers["pay"].json()["detail"]
+    pass_run_once()
+    assert_orphan_refunded(first, why="order-paid", amount=order.amount)
+    assert_books_balance(user, wallet)
+
+
 def test_a_late_success_for_an_order_paid_by_another_attempt_is_refunded(
     pay, fault, order, user, wallet, worker, due_at_once
 ):
@@ -226,7 +257,7 @@ def test_a_capture_of_another_amount_confirmed_by_the_query_fails_the_attempt_an
     payment_mark_unknown(payment_id=payment.pk)
     mismatch = notify(body_for(payment, trade_no=captured.trade_no, amount=payment.amount + 1))
     assert mismatch.status_code == 422
-    assert ProviderNotification.objects.get().outcome == "rejected"
+    assert ProviderNotification.objects.get(event="charge").outcome == "rejected"
 
     # When the reconciler asks the provider
     pass_run_once()
@@ -234,7 +265,7 @@ def test_a_capture_of_another_amount_confirmed_by_the_query_fails_the_attempt_an
     # Then the attempt fails as an orphan, its real capture refunded; the order stays UNPAID
     assert_orphan_refunded(payment, why="captured-another-amount", amount=payment.amount + 1)
     assert Order.objects.get(pk=order.pk).status == "UNPAID"
-    assert ProviderNotification.objects.get().resolved_at is not None
+    assert ProviderNotification.objects.get(event="charge").resolved_at is not None
     assert_books_balance(user, wallet)
 
 

@@ -30,7 +30,7 @@ def test_the_state_machine_is_drawn_from_the_declared_transitions():
 
     assert {(a.source, a.name, a.target) for a in machine.arrows} == declared
     assert machine.initial == "UNPAID"
-    assert set(machine.finals) == {"PAID", "CANCELLED"}
+    assert set(machine.finals) == {"REFUNDED", "CANCELLED"}
     assert '<svg class="fsm" role="img"' in page
     for source, name, target in declared:
         assert f"<td>{source}</td><td><code>{name}()</code></td><td>{target}</td>" in page
