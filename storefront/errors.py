@@ -35,3 +35,11 @@ class CheckoutUnavailable(ApplicationError):
 
 class ChaosUnavailable(Exception):
     """A chaos action this platform or this run cannot perform (said in words)."""
+
+
+class RefundAmountInvalid(ApplicationError):
+    """The refund form's amount is not a positive whole number of minor units."""
+
+    code = "validation-error"
+    title = "Invalid request"
+    default_detail = "The amount must be a positive whole number of minor units, or blank."

@@ -27,8 +27,9 @@ from idempotency.drf import parse_idempotency_key
 from idempotency.models import IdempotencyKey
 from orders.flows import order_create_flow
 from orders.services import LineRequest
-from payments.flows import order_pay_flow
+from payments.flows import order_pay_flow, order_refund_flow
 from payments.providers import get_provider
+from payments.refunds import RefundRequest
 from storefront.answers import Answer
 from storefront.errors import CheckoutTokenInvalid, CheckoutUnavailable
 
@@ -190,4 +191,31 @@ def order_pay_submit(*, user_id: int, order_number: str, key: str) -> Answer:
         lambda record: order_pay_flow(
             record, user_id=user_id, order_number=order_number, provider=provider
         ),
+    )
+
+
+def order_refund_submit(
+    *, user_id: int, order_number: str, key: str, amount: int | None, reason: str
+) -> Answer:
+    """Refund the order under ``key``: the API's refund flow, the API's request shape."""
+    try:
+        key = parse_idempotency_key(key)  # a tampered hidden field: 400, said in words
+    except Exception as error:
+        return Answer.from_error(as_application_error(error))
+    body: dict[str, object] = {"reason": reason}
+    if amount is not None:
+        body["amount"] = amount
+    request = KeyRequest(
+        user_id=user_id,
+        key=key,
+        method="POST",
+        path=reverse("order-refund", kwargs={"number": order_number}),
+        body=body,  # what the API would parse, so a page key replays there too
+    )
+    refund = RefundRequest(
+        user_id=user_id, is_staff=False, order_number=order_number, amount=amount, reason=reason
+    )
+    provider = get_provider()
+    return _run(
+        request, lambda record: order_refund_flow(record, request=refund, provider=provider)
     )

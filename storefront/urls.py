@@ -17,6 +17,7 @@ urlpatterns = [
     path("orders/", orders.order_list, name="orders"),
     path("orders/<str:number>/", orders.order_detail, name="order"),
     path("orders/<str:number>/pay/", orders.order_pay, name="order-pay"),
+    path("orders/<str:number>/refund/", orders.order_refund, name="order-refund"),
     path("chaos/", chaos.panel, name="chaos"),
     path("chaos/faults/", chaos.fault_arm, name="chaos-fault-arm"),
     path("chaos/faults/clear/", chaos.fault_clear, name="chaos-fault-clear"),

@@ -1,4 +1,4 @@
-"""My orders, one order (with its timeline) and its pay button."""
+"""My orders, one order (with its timeline) and its pay and refund buttons."""
 
 from typing import Any
 
@@ -12,8 +12,9 @@ from django.views.decorators.http import require_GET, require_POST
 from orders.models import Order
 from storefront.access import user_id
 from storefront.answers import Answer
+from storefront.errors import RefundAmountInvalid
 from storefront.selectors import my_order, my_orders, order_has_live_payment, order_timeline
-from storefront.services import order_pay_submit, pay_key_new
+from storefront.services import order_pay_submit, order_refund_submit, pay_key_new
 
 
 def render_order(
@@ -23,6 +24,7 @@ def render_order(
     answer: Answer | None = None,
     answered: str = "",
     retry_key: str | None = None,
+    refund_amount: str = "",
 ) -> HttpResponse:
     """The order page, optionally with the answer of the request that just ran."""
     payable = order.status == Order.Status.UNPAID and not order_has_live_payment(order=order)
@@ -35,8 +37,13 @@ def render_order(
         "in_progress": order.status == Order.Status.UNPAID and not payable,
         # A retryable answer keeps its key (retry = the same request); anything else
         # is final for its key, so the next click is a new intent with a new key.
-        "pay_key": retry_key or pay_key_new(),
-        "retrying": retry_key is not None,
+        "pay_key": (answered != "refund" and retry_key) or pay_key_new(),
+        "retrying": retry_key is not None and answered != "refund",
+        # The refund button follows the same key discipline as the pay button.
+        "refund_key": (answered == "refund" and retry_key) or pay_key_new(),
+        "refund_retrying": retry_key is not None and answered == "refund",
+        # A retry must be the same request: the same amount as the first submit.
+        "refund_amount": refund_amount if retry_key is not None else "",
     }
     return render(request, "storefront/order.html", context)
 
@@ -85,4 +92,30 @@ def order_pay(request: HttpRequest, number: str) -> HttpResponse:
         answer=answer,
         answered="pay",
         retry_key=key if answer.retry_same_key else None,
+    )
+
+
+@login_required
+@require_POST
+def order_refund(request: HttpRequest, number: str) -> HttpResponse:
+    order = my_order(user_id=user_id(request), number=number)
+    key = request.POST.get("idempotency_key", "")
+    raw_amount = request.POST.get("amount", "").strip()
+    # Blank: the whole refundable rest. Anything else the flow's API would refuse
+    # is refused here in words, before anything runs.
+    amount = int(raw_amount) if raw_amount.isdigit() and int(raw_amount) > 0 else None
+    if raw_amount and amount is None:
+        answer = Answer.from_error(RefundAmountInvalid())
+    else:
+        answer = order_refund_submit(
+            user_id=user_id(request), order_number=number, key=key, amount=amount, reason=""
+        )
+    order.refresh_from_db()
+    return render_order(
+        request,
+        order=order,
+        answer=answer,
+        answered="refund",
+        retry_key=key if answer.retry_same_key else None,
+        refund_amount=raw_amount,
     )

@@ -9,7 +9,7 @@ from idempotency.models import IdempotencyKey
 from orders.models import Order
 from payments.flows import PayPoint
 from payments.models import Payment
-from tests.assertions import assert_paid_once
+from tests.assertions import assert_paid_once, assert_refunded_once
 from tests.conftest import client_for, new_key
 from tests.storefront.conftest import BackgroundWork
 
@@ -182,3 +182,39 @@ def test_the_pay_form_needs_a_csrf_token(order, user):
 
     assert response.status_code == 403
     assert Payment.objects.count() == 0
+
+
+# --- The refund button ---------------------------------------------------------------
+
+
+def refund_on_page(web: Client, order: Order, key: str, amount: str = "") -> Any:
+    return web.post(f"/orders/{order.number}/refund/", {"idempotency_key": key, "amount": amount})
+
+
+def test_the_refund_button_refunds_once_and_the_same_form_again_is_replayed(
+    web, order, user, wallet
+):
+    pay(web, order, pay_key(web.get(f"/orders/{order.number}/")))
+    page = web.get(f"/orders/{order.number}/")
+    assert 'id="refund-section"' in page.content.decode()
+    key = str(page.context["refund_key"])
+
+    first = refund_on_page(web, order, key, amount="1000")
+    again = refund_on_page(web, order, key, amount="1000")
+
+    assert (first.context["answer"].status, first.context["answer"].replayed) == (200, False)
+    assert (again.context["answer"].status, again.context["answer"].replayed) == (200, True)
+    assert_refunded_once(order, user, wallet, refunded=1000)
+    rest = refund_on_page(web, order, str(again.context["refund_key"]))
+    assert rest.context["answer"].status == 200
+    assert_refunded_once(order, user, wallet, refunded=order.amount)
+    assert 'id="refund-section"' not in rest.content.decode()  # REFUNDED: nothing left
+
+
+def test_a_refund_amount_that_is_not_a_number_is_refused_in_words(web, order):
+    pay(web, order, pay_key(web.get(f"/orders/{order.number}/")))
+
+    response = refund_on_page(web, order, new_key(), amount="lots")
+
+    assert response.context["answer"].status == 400
+    assert not IdempotencyKey.objects.filter(path__endswith="/refunds/").exists()
