@@ -12,7 +12,7 @@ from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey
 from orders.models import InventoryMovement, Order, Product, Shipment
 from orders.selectors import order_get, order_list, product_list
-from payments.models import LIVE_STATUSES, Payment, PaymentStatus
+from payments.models import LIVE_STATUSES, Payment, PaymentStatus, Refund
 from sandbox.models import Fault
 from sandbox.selectors import fault_list_active
 from storefront.templatetags.storefront import money
@@ -112,6 +112,34 @@ def _settled_by(payment: Payment, record: IdempotencyKey | None, applied: bool) 
     return "by reconciliation (asked the provider)"
 
 
+def _refund_events(order: Order) -> list[Event]:
+    """The order's refunds, and the automatic refunds of its orphaned captures."""
+    events: list[Event] = []
+    for refund in Refund.objects.filter(payment__order=order):
+        what = "Refund" if refund.order_id else "Automatic refund of an orphaned capture"
+        events.append(
+            Event(
+                refund.created_at,
+                "refund",
+                f"{what}: recovery point 'refund_created', {refund.refund_no} committed as PENDING",
+                f"{money(refund.amount, refund.currency)}; the provider is then asked with a key "
+                "derived from this refund attempt",
+            )
+        )
+        if refund.settled_at is not None:
+            events.append(
+                Event(
+                    refund.settled_at,
+                    "settled",
+                    f"Refund {refund.status}",
+                    f"provider refund_id {refund.refund_id}"
+                    if refund.refund_id
+                    else f"reason: {refund.failure_code or 'declined'}",
+                )
+            )
+    return events
+
+
 def order_timeline(*, order: Order) -> list[Event]:
     """Everything that happened to the order, oldest first."""
     events = [Event(order.created_at, "created", f"Order {order.number} created", "")]
@@ -197,6 +225,7 @@ def order_timeline(*, order: Order) -> list[Event]:
                 )
             )
 
+    events += _refund_events(order)
     release = (
         InventoryMovement.objects.filter(order=order, kind=InventoryMovement.Kind.RELEASE)
         .order_by("created_at")

@@ -208,7 +208,9 @@ def test_the_refund_button_refunds_once_and_the_same_form_again_is_replayed(
     rest = refund_on_page(web, order, str(again.context["refund_key"]))
     assert rest.context["answer"].status == 200
     assert_refunded_once(order, user, wallet, refunded=order.amount)
-    assert 'id="refund-section"' not in rest.content.decode()  # REFUNDED: nothing left
+    page = rest.content.decode()
+    assert 'id="refund-section"' not in page  # REFUNDED: nothing left
+    assert page.count("Refund SUCCEEDED") == 2  # both on the timeline
 
 
 def test_a_refund_amount_that_is_not_a_number_is_refused_in_words(web, order):
