@@ -63,3 +63,18 @@ def test_then_the_rest_is_refunded_and_a_further_refund_is_refused(paid_order, u
     assert rest[0] == 200
     assert more == (409, "order-not-refundable")
     assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+def test_without_the_key_layer_concurrent_refunds_still_refund_at_most_the_capture(
+    settings, paid_order, user, wallet
+):
+    # Layer 1 off: the same request 10 times at once runs 10 times. The one-refund-
+    # in-flight index, the state machine and the conditional refunded_amount update
+    # (under its CHECK) still let the order's capture come back once, never more.
+    settings.IDEMPOTENCY_ENABLED = False
+    key = new_key()
+
+    answers = run_at_once(10, lambda _i: refund_from_thread(user, paid_order, key, {}))
+
+    assert Counter(status for status, _ in answers)[200] == 1, answers
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
