@@ -107,7 +107,7 @@ def place_order(page: Any, product: Any) -> Order:
 def wait_paid(page: Any) -> None:
     # Exactly PAID ("UNPAID" contains "PAID"), after the script refreshed the summary.
     page.locator("[data-order-status]", has_text=re.compile(r"^PAID$")).wait_for()
-    page.get_by_text("Paid. Nothing more to do here.").wait_for()
+    page.get_by_text("Paid. Nothing more to pay.").wait_for()
 
 
 def test_log_in_order_and_double_click_pay_charges_once(page, live_server, alice, product, wallet):
