@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
@@ -75,6 +75,15 @@ def payment_mark_unknown(*, payment_id: int) -> bool:
             status=PaymentStatus.UNKNOWN, updated_at=timezone.now()
         )
     )
+
+
+def _fulfilment_enqueue(order_id: int) -> Callable[[], None]:
+    # A named function, not a partial: Django logs a robust hook's failure by the
+    # callable's __qualname__, which a partial does not have.
+    def enqueue_fulfil_order() -> None:
+        fulfil_order.delay(order_id)
+
+    return enqueue_fulfil_order
 
 
 class Settlement(enum.Enum):
@@ -169,7 +178,9 @@ def _settle(*, payment_id: int, result: ChargeResult) -> SettleResult:
             ) from error
         # Only after COMMIT: a worker must never look for a PAID order that a
         # rollback took back. At-least-once: the task is safe to run twice.
-        transaction.on_commit(partial(fulfil_order.delay, order.pk))
+        # Robust: once committed, the payment succeeded whatever the broker says;
+        # a lost message is logged and the fulfil sweep ships the order later.
+        transaction.on_commit(_fulfilment_enqueue(order.pk), robust=True)
     for name, value in changes.items():
         setattr(payment, name, value)
     return SettleResult(Settlement.APPLIED, payment)
