@@ -6,12 +6,14 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from orders.errors import (
     MixedCurrencies,
+    OrderAmountOutOfRange,
     OrderKeyReused,
     OrderNotCancellable,
     OutOfStock,
@@ -20,6 +22,9 @@ from orders.errors import (
 )
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import LIVE_STATUSES, Payment
+
+# One minor unit (a fen, a cent): no provider charges 0.
+MIN_ORDER_AMOUNT = 1
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,17 @@ def order_create(
         raise UnknownSku(skus=missing)
     if len({product.currency for product in products}) > 1:
         raise MixedCurrencies()
+    amount = sum(product.price * quantities[product.sku] for product in products)
+    # The smallest charge is one minor unit; an order nobody can pay is refused now
+    # (400, nothing stored), not after its stock sat reserved until it expired.
+    if not MIN_ORDER_AMOUNT <= amount <= settings.ORDER_MAX_AMOUNT:
+        raise OrderAmountOutOfRange(
+            f"The order's total, {amount}, must be between {MIN_ORDER_AMOUNT} and "
+            f"{settings.ORDER_MAX_AMOUNT} minor units; nothing was reserved.",
+            amount=amount,
+            min_amount=MIN_ORDER_AMOUNT,
+            max_amount=settings.ORDER_MAX_AMOUNT,
+        )
     # Lock rows in one global order (by id) so concurrent orders never deadlock.
     products.sort(key=lambda product: product.pk)
 
@@ -90,7 +106,7 @@ def order_create(
                 number=_new_order_number(),
                 user_id=user_id,
                 idempotency_key=idempotency_key,
-                amount=sum(product.price * quantities[product.sku] for product in products),
+                amount=amount,
                 currency=products[0].currency,
             )
             order_lines = OrderLine.objects.bulk_create(

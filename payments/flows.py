@@ -31,7 +31,13 @@ from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders.serializers import order_representation
 from payments.errors import PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
 from payments.models import Payment, PaymentStatus
-from payments.providers import ChargeResult, PaymentProvider, ProviderOutcomeUnknown
+from payments.providers import (
+    ChargeResult,
+    ChargeStatus,
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    ProviderRejected,
+)
 from payments.services import (
     CLOSED_BY_RECONCILIATION,
     Settlement,
@@ -40,6 +46,11 @@ from payments.services import (
     payment_settle,
     provider_idempotency_key,
 )
+
+# The failure_code of an attempt the provider refused (ProviderRejected), followed
+# by the provider's own code; cut to the column's width.
+REJECTED_BY_PROVIDER = "provider-rejected"
+FAILURE_CODE_MAX = Payment._meta.get_field("failure_code").max_length or 64
 
 
 class PayPoint(RecoveryPoint):
@@ -93,6 +104,22 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
             payer=payment.payer,
             notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
             idempotency_key=provider_idempotency_key(payment),
+        )
+    except ProviderRejected as rejection:
+        if payment.status == PaymentStatus.UNKNOWN:
+            # This request moved nothing, but an earlier one for the attempt went
+            # unanswered and may still be in flight at the provider: no proof.
+            # The reconciler fences the attempt before it fails it.
+            raise PaymentOutcomeUnknown(reason=str(rejection)) from rejection
+        # The first request for the attempt, refused before anything was charged:
+        # a decline without a trade, final (asking again gets the same refusal).
+        return ChargeResult(
+            out_trade_no=payment.out_trade_no,
+            status=ChargeStatus.DECLINED,
+            trade_no=None,
+            amount=None,
+            currency=None,
+            decline_reason=f"{REJECTED_BY_PROVIDER}:{rejection.code}"[:FAILURE_CODE_MAX],
         )
     except ProviderOutcomeUnknown as error:
         payment_mark_unknown(payment_id=payment.pk)

@@ -30,8 +30,8 @@ def _drop_producer_pool() -> None:
     # Celery caches its connection pool and producers; the next send looks them
     # up again for ``broker_url`` (what Celery itself does after a fork). Kombu
     # keeps one pool per broker URL, so the real broker's pool is found again.
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
+    celery_app._pool = None  # type: ignore[attr-defined]
+    celery_app.amqp._producer_pool = None  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -41,12 +41,12 @@ def broker_down() -> Iterator[None]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     original = celery_app.conf.broker_url
-    celery_app.conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    celery_app.conf.update(broker_url=f"redis://127.0.0.1:{port}/0")
     _drop_producer_pool()
     try:
         yield
     finally:
-        celery_app.conf.broker_url = original
+        celery_app.conf.update(broker_url=original)
         _drop_producer_pool()
 
 
