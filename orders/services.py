@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -61,6 +61,28 @@ def _violated_constraint(error: IntegrityError) -> str | None:
     return getattr(diag, "constraint_name", None)
 
 
+def order_products_lock(*, order_ids: Collection[int]) -> None:
+    """Lock the product rows of these orders' lines, in the one global order: by id.
+
+    Every writer of product rows takes their locks in ascending id: creation
+    reserves its products sorted by id, and whatever gives stock back (a cancel,
+    a batch of expiries) locks all the rows it will touch, by id, before its
+    first UPDATE. Two writers can then never each hold a row the other waits
+    for: without it, an expiry batch releasing order after order would lock a
+    higher id before a lower one and deadlock with a creation of both.
+    """
+    # FOR NO KEY UPDATE, the lock the stock UPDATEs take anyway: it does not block
+    # the foreign-key checks of new order lines (FOR KEY SHARE). PostgreSQL sorts
+    # before it locks, so the rows are locked in id order.
+    lines = OrderLine.objects.filter(order_id__in=order_ids).values("product_id")
+    list(
+        Product.objects.select_for_update(no_key=True)
+        .filter(pk__in=lines)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
 def _reserve(*, product: Product, quantity: int) -> None:
     """Take ``quantity`` from stock, or raise OutOfStock. Never read-modify-write.
 
@@ -97,7 +119,8 @@ def order_create(
             min_amount=MIN_ORDER_AMOUNT,
             max_amount=settings.ORDER_MAX_AMOUNT,
         )
-    # Lock rows in one global order (by id) so concurrent orders never deadlock.
+    # Lock rows in the one global order (by id, see order_products_lock): the
+    # reservations below take the product locks in this order.
     products.sort(key=lambda product: product.pk)
 
     try:
@@ -160,6 +183,7 @@ def order_cancel(*, order: Order) -> Order:
             raise OrderNotCancellable("A payment of this order is in progress.")
         order.cancel()
         order.save(update_fields=["status"])  # WHERE status = 'UNPAID'
+        order_products_lock(order_ids=[order.pk])
         lines = list(order.lines.all())
         for line in lines:
             Product.objects.filter(pk=line.product_id).update(stock=F("stock") + line.quantity)

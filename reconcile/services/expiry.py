@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from orders.errors import OrderNotCancellable
 from orders.models import Order
-from orders.services import order_cancel
+from orders.services import order_cancel, order_products_lock
 
 # Orders per transaction. The batch's order rows stay locked until it commits, and
 # a customer paying one of them waits that long (up to DATABASE_LOCK_TIMEOUT_MS):
@@ -49,6 +49,10 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> ExpireCounts:
                 .filter(status=Order.Status.UNPAID, created_at__lt=created_before, pk__gt=after_id)
                 .order_by("pk")[:batch_size]
             )
+            # Every product row the batch will give stock back to, locked by id
+            # before the first cancel: releasing order after order would lock them
+            # in the orders' order and deadlock with a creation (which goes by id).
+            order_products_lock(order_ids=[order.pk for order in batch])
             for order in batch:
                 try:
                     # Its own savepoint: a refusal undoes nothing of the others.
