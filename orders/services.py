@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -21,7 +21,6 @@ from orders.errors import (
     UnknownSku,
 )
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
-from payments.models import LIVE_STATUSES, Payment
 
 # One minor unit (a fen, a cent): no provider charges 0.
 MIN_ORDER_AMOUNT = 1
@@ -168,10 +167,18 @@ def order_create(
     return order
 
 
-def order_cancel(*, order: Order) -> Order:
+# A rule of a layer above orders (payments: "not while an attempt is live"), asked
+# under the order's row lock: why this order cannot be cancelled now, or None.
+CancelBlocker = Callable[[Order], str | None]
+
+
+def order_cancel(*, order: Order, blocker: CancelBlocker) -> Order:
     """UNPAID -> CANCELLED and give its stock back, exactly once.
 
-    Refused while a payment attempt is live: the provider may be charging it.
+    Orders know nothing of the layers above them (docs/architecture.md), so
+    whoever cancels passes their rules in: ``blocker`` runs under the order's
+    row lock, and any reason it names refuses the cancel (``OrderNotCancellable``).
+    Every caller passes ``payments.services.order_cancel_blocker``.
     """
     with transaction.atomic():
         # Same lock, same order as payment_create: whichever comes second sees the
@@ -179,8 +186,8 @@ def order_cancel(*, order: Order) -> Order:
         order = Order.objects.select_for_update().get(pk=order.pk)
         if order.status != Order.Status.UNPAID:
             raise OrderNotCancellable(f"The order is {order.status.lower()}.")
-        if Payment.objects.filter(order=order, status__in=LIVE_STATUSES).exists():
-            raise OrderNotCancellable("A payment of this order is in progress.")
+        if reason := blocker(order):
+            raise OrderNotCancellable(reason)
         order.cancel()
         order.save(update_fields=["status"])  # WHERE status = 'UNPAID'
         order_products_lock(order_ids=[order.pk])

@@ -25,10 +25,12 @@ from functools import partial
 from django.conf import settings
 from django.urls import reverse
 
-from idempotency.core import MoveTo, Respond, atomic_phase
+from idempotency.core import MoveTo, Respond, atomic_phase, single_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from orders.selectors import order_get
 from orders.serializers import order_representation
+from orders.services import order_cancel
 from payments.errors import PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
 from payments.models import Payment, PaymentStatus
 from payments.providers import (
@@ -41,6 +43,7 @@ from payments.providers import (
 from payments.services import (
     CLOSED_BY_RECONCILIATION,
     Settlement,
+    order_cancel_blocker,
     payment_create,
     payment_mark_unknown,
     payment_settle,
@@ -156,3 +159,26 @@ def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
 def _final_error(error: PaymentDeclined | PaymentFailed, payment: Payment) -> Respond:
     # Returned, not raised: the payment's FAILED state must commit with the answer.
     return replace(Respond.from_error(error), resource_type="payment", resource_id=payment.pk)
+
+
+# --- Cancelling ----------------------------------------------------------------------
+# Here, not in orders/: the rule "not while a payment attempt is live" spans orders
+# and payments, and orders may not import payments (docs/architecture.md).
+
+
+def order_cancel_flow(record: IdempotencyKey, *, user_id: int, order_number: str) -> None:
+    """UNPAID -> CANCELLED in one atomic phase; not cancellable is final (stored)."""
+
+    def cancel() -> Respond:
+        # Someone else's order is a 404, raised before anything is stored.
+        order = order_cancel(
+            order=order_get(user_id=user_id, number=order_number), blocker=order_cancel_blocker
+        )
+        return Respond(
+            status=200,
+            body=order_representation(order_id=order.pk),
+            resource_type="order",
+            resource_id=order.pk,
+        )
+
+    single_phase(record, cancel)

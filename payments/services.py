@@ -22,7 +22,13 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from orders.models import Order
 from orders.tasks import fulfil_order
 from payments.errors import OrderNotPayable
-from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
+from payments.models import (
+    LIVE_STATUSES,
+    UNSETTLED_STATUSES,
+    LedgerEntry,
+    Payment,
+    PaymentStatus,
+)
 from payments.providers import ChargeResult, ChargeStatus
 
 logger = logging.getLogger(__name__)
@@ -66,6 +72,18 @@ def payment_create(*, user_id: int, order_number: str) -> Payment:
         except IntegrityError as error:
             # The partial unique index: another attempt of this order is live.
             raise OrderNotPayable("A payment of this order is in progress.") from error
+
+
+def order_cancel_blocker(order: Order) -> str | None:
+    """Payments' rule for cancelling an order (``orders.services.order_cancel``).
+
+    Refused while an attempt is live: the provider may be charging it (pending,
+    unknown), or has (succeeded). Asked under the order's row lock, the lock
+    ``payment_create`` takes first too, so no attempt can start in between.
+    """
+    if Payment.objects.filter(order=order, status__in=LIVE_STATUSES).exists():
+        return "A payment of this order is in progress."
+    return None
 
 
 def payment_mark_unknown(*, payment_id: int) -> bool:

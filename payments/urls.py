@@ -1,7 +1,8 @@
 from django.urls import path
 
-from payments.api import OrderPayApi
+from payments.api import OrderCancelApi, OrderPayApi
 
 urlpatterns = [
     path("orders/<str:number>/pay/", OrderPayApi.as_view(), name="order-pay"),
+    path("orders/<str:number>/cancel/", OrderCancelApi.as_view(), name="order-cancel"),
 ]
