@@ -3,17 +3,24 @@
 Read through the provider's API (``PaymentProvider.wallet``), never its tables:
 the provider is a third party, and the audit must catch it misbehaving too.
 For every payer we have payments of: every successful charge belongs to one
-PAID order (through ``out_trade_no``), every SUCCEEDED payment has its charge,
-and the wallet's ``charged_total`` equals the sum of the payer's PAID orders.
+PAID order (through ``out_trade_no``, same trade, amount and currency), every
+SUCCEEDED payment has its charge, and per currency the payer's successful
+charges add up to their PAID orders. Money of two currencies is never added.
+
+A charge whose attempt is still unsettled and younger than RECONCILE_AFTER_S is
+in flight (a request is between the provider's answer and its settlement): it
+is left out of both sides, not reported. Older, it is the reconciler's miss.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from datetime import datetime
+
 from django.db.models import Sum
-from django.db.models.functions import Coalesce
 
 from orders.models import Order
-from payments.models import Payment, PaymentStatus
+from payments.models import UNSETTLED_STATUSES, Payment, PaymentStatus
 from payments.providers import ChargeResult, ChargeStatus, ProviderOutcomeUnknown
 from reconcile.checks import AuditContext, Checked
 from reconcile.findings import Finding
@@ -39,30 +46,35 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     except ProviderOutcomeUnknown as error:
         # Not a pass: a check that could not run is a problem to look at.
         return [Finding(PROVIDER_READABLE, f"wallet of {payer!r}: {error}", {"payer": payer})]
-    charged_total = statement.charged_total if statement else 0  # no wallet: never charged
     successes = [
         charge
-        for charge in (statement.charges if statement else ())
+        for charge in (statement.charges if statement else ())  # no wallet: never charged
         if charge.status is ChargeStatus.SUCCESS
     ]
     findings: list[Finding] = []
 
-    paid_total = Order.objects.filter(status=Order.Status.PAID, user__username=payer).aggregate(
-        total=Coalesce(Sum("amount"), 0)
-    )["total"]
-    if charged_total != paid_total:
+    # The provider's own arithmetic: its total is the sum of its charges, in its
+    # unit (the sandbox keeps one total per wallet, whatever the currency).
+    listed_total = sum(charge.amount or 0 for charge in successes)
+    if statement and statement.charged_total != listed_total:
         message = (
-            f"{payer!r} was charged {charged_total} in total; their PAID orders add up "
-            f"to {paid_total}"
+            f"the provider's charged_total for {payer!r} is {statement.charged_total}, "
+            f"its successful charges add up to {listed_total}"
         )
         findings.append(Finding(WALLET_MATCHES_ORDERS, message, {"payer": payer}))
 
     ours = Payment.objects.select_related("order").in_bulk(
         [charge.out_trade_no for charge in successes], field_name="out_trade_no"
     )
+    settled = [
+        charge
+        for charge in successes
+        if not _in_flight(ours.get(charge.out_trade_no), since=ctx.in_flight_since)
+    ]
+    findings += _totals_per_currency(payer=payer, charges=settled)
     findings += [
         _stray_charge(payer=payer, charge=charge, payment=ours.get(charge.out_trade_no))
-        for charge in successes
+        for charge in settled
         if not _charge_is_booked(charge, ours.get(charge.out_trade_no))
     ]
 
@@ -82,6 +94,36 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     return findings
 
 
+def _in_flight(payment: Payment | None, *, since: datetime) -> bool:
+    """Our attempt is unsettled and young: a request may be settling it right now."""
+    return (
+        payment is not None and payment.status in UNSETTLED_STATUSES and payment.updated_at >= since
+    )
+
+
+def _totals_per_currency(*, payer: str, charges: list[ChargeResult]) -> list[Finding]:
+    """Per currency: what the provider charged the payer = their PAID orders."""
+    charged: Counter[str] = Counter()
+    for charge in charges:
+        charged[charge.currency or "?"] += charge.amount or 0
+    paid = dict(
+        Order.objects.filter(status=Order.Status.PAID, user__username=payer)
+        .values("currency")
+        .annotate(total=Sum("amount"))
+        .values_list("currency", "total")
+    )
+    return [
+        Finding(
+            WALLET_MATCHES_ORDERS,
+            f"{payer!r} was charged {charged[currency]} {currency}; their PAID orders in "
+            f"{currency} add up to {paid.get(currency, 0)}",
+            {"payer": payer, "currency": currency},
+        )
+        for currency in sorted(set(charged) | set(paid))
+        if charged[currency] != paid.get(currency, 0)
+    ]
+
+
 def _charge_is_booked(charge: ChargeResult, payment: Payment | None) -> bool:
     """The charge is our SUCCEEDED attempt of a PAID order, same trade and amount."""
     return (
@@ -90,6 +132,7 @@ def _charge_is_booked(charge: ChargeResult, payment: Payment | None) -> bool:
         and payment.order.status == Order.Status.PAID
         and payment.trade_no == charge.trade_no
         and payment.amount == charge.amount
+        and payment.currency == charge.currency
     )
 
 
@@ -97,7 +140,8 @@ def _stray_charge(*, payer: str, charge: ChargeResult, payment: Payment | None) 
     state = f"our attempt is {payment.status}" if payment else "we hold no such attempt"
     return Finding(
         CHARGE_HAS_PAID_ORDER,
-        f"the provider charged {payer!r} {charge.amount} for {charge.out_trade_no} "
+        f"the provider charged {payer!r} {charge.amount} {charge.currency} for "
+        f"{charge.out_trade_no} "
         f"({charge.trade_no}), but {state}",
         {
             "payer": payer,
