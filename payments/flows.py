@@ -114,8 +114,9 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
             # unanswered and may still be in flight at the provider: no proof.
             # The reconciler fences the attempt before it fails it.
             raise PaymentOutcomeUnknown(reason=str(rejection)) from rejection
-        # The first request for the attempt, refused before anything was charged:
-        # a decline without a trade, final (asking again gets the same refusal).
+        # No earlier request went unanswered (or one crashed unanswered with the same
+        # body, which the provider refuses the same way): nothing was charged. A
+        # decline without a trade, final: asking again gets the same refusal.
         return ChargeResult(
             out_trade_no=payment.out_trade_no,
             status=ChargeStatus.DECLINED,
