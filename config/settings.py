@@ -249,6 +249,10 @@ IDEMPOTENCY_ENABLED = env_bool("IDEMPOTENCY_ENABLED", True)
 ORDER_TTL_S = env_int("ORDER_TTL_S", 900)
 ORDER_MAX_LINES = 50
 ORDER_MAX_QUANTITY = 1000
+# The largest order amount (minor units) the shop takes: an order the provider could
+# never charge is refused when it is created, not when it is paid. Set it to your
+# provider's per-charge maximum; the default is the sandbox's (its MAX_AMOUNT).
+ORDER_MAX_AMOUNT = env_int("ORDER_MAX_AMOUNT", 10**12)
 
 # --- Payments provider ----------------------------------------------------------
 # Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/; the

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from config.api import current_user_id, paginated_response
 from config.openapi import ProblemSerializer
 from idempotency.drf import IdempotentApi, idempotent_schema
-from orders.flows import order_cancel_flow, order_create_flow
+from orders.flows import order_create_flow
 from orders.selectors import order_get, order_list, product_list
 from orders.serializers import OrderOutputSerializer
 from orders.services import LineRequest, product_create
@@ -112,26 +112,3 @@ class OrderDetailApi(APIView):
 
 class EmptyInputSerializer(serializers.Serializer):
     """Actions on an order take no fields; the body may be empty or ``{}``."""
-
-
-class OrderCancelApi(IdempotentApi):
-    @idempotent_schema(
-        request=EmptyInputSerializer,
-        summary="Cancel an unpaid order",
-        responses={
-            200: OrderOutputSerializer,
-            409: OpenApiResponse(
-                ProblemSerializer,
-                description=(
-                    "`order-not-cancellable` (paid, cancelled, or a payment in progress; stored "
-                    "and replayed) or `idempotency-key-in-use`"
-                ),
-            ),
-        },
-    )
-    def post(self, request: Request, number: str) -> Response:
-        EmptyInputSerializer(data=request.data).is_valid(raise_exception=True)
-        user_id = current_user_id(request)
-        return self.idempotent(
-            request, lambda record: order_cancel_flow(record, user_id=user_id, order_number=number)
-        )

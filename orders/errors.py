@@ -29,6 +29,15 @@ class MixedCurrencies(ApplicationError):
     default_detail = "All products of one order must be priced in the same currency."
 
 
+class OrderAmountOutOfRange(ApplicationError):
+    """The order's total is one no provider charge can carry: 0, or above
+    ``ORDER_MAX_AMOUNT``. Bad input: refused before anything is stored."""
+
+    code = "order-amount-out-of-range"
+    title = "Order amount out of range"
+    default_detail = "The order's total must be between min_amount and max_amount."
+
+
 class OrderKeyReused(ApplicationError):
     """The key already created an order whose idempotency record has been reaped.
 

@@ -1,9 +1,10 @@
-"""Order creation and cancellation as idempotent flows: one atomic phase each.
+"""Order creation as an idempotent flow: one atomic phase.
 
-The record and the business rows (order, lines, stock reservation; or the
-cancellation and its stock release) commit in one transaction (see
-``idempotency.core.atomic_phase``). Out of stock and not cancellable are final
-answers: stored and replayed. An unknown SKU is bad input: nothing is stored.
+The record and the business rows (order, lines, stock reservation) commit in
+one transaction (see ``idempotency.core.atomic_phase``). Out of stock is a
+final answer: stored and replayed. An unknown SKU is bad input: nothing is
+stored. Cancelling must respect payment attempts, so its flow lives a layer up,
+in ``payments.flows``.
 """
 
 from collections.abc import Sequence
@@ -12,9 +13,8 @@ from django.urls import reverse
 
 from idempotency.core import Respond, single_phase
 from idempotency.models import IdempotencyKey
-from orders.selectors import order_get
-from orders.serializers import OrderOutputSerializer, order_representation
-from orders.services import LineRequest, order_cancel, order_create
+from orders.serializers import OrderOutputSerializer
+from orders.services import LineRequest, order_create
 
 
 def order_create_flow(
@@ -31,17 +31,3 @@ def order_create_flow(
         )
 
     single_phase(record, create)
-
-
-def order_cancel_flow(record: IdempotencyKey, *, user_id: int, order_number: str) -> None:
-    def cancel() -> Respond:
-        # Someone else's order is a 404, raised before anything is stored.
-        order = order_cancel(order=order_get(user_id=user_id, number=order_number))
-        return Respond(
-            status=200,
-            body=order_representation(order_id=order.pk),
-            resource_type="order",
-            resource_id=order.pk,
-        )
-
-    single_phase(record, cancel)

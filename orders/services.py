@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from orders.errors import (
     MixedCurrencies,
+    OrderAmountOutOfRange,
     OrderKeyReused,
     OrderNotCancellable,
     OutOfStock,
@@ -19,7 +21,9 @@ from orders.errors import (
     UnknownSku,
 )
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
-from payments.models import LIVE_STATUSES, Payment
+
+# One minor unit (a fen, a cent): no provider charges 0.
+MIN_ORDER_AMOUNT = 1
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,28 @@ def _violated_constraint(error: IntegrityError) -> str | None:
     return getattr(diag, "constraint_name", None)
 
 
+def order_products_lock(*, order_ids: Collection[int]) -> None:
+    """Lock the product rows of these orders' lines, in the one global order: by id.
+
+    Every writer of product rows takes their locks in ascending id: creation
+    reserves its products sorted by id, and whatever gives stock back (a cancel,
+    a batch of expiries) locks all the rows it will touch, by id, before its
+    first UPDATE. Two writers can then never each hold a row the other waits
+    for: without it, an expiry batch releasing order after order would lock a
+    higher id before a lower one and deadlock with a creation of both.
+    """
+    # FOR NO KEY UPDATE, the lock the stock UPDATEs take anyway: it does not block
+    # the foreign-key checks of new order lines (FOR KEY SHARE). PostgreSQL sorts
+    # before it locks, so the rows are locked in id order.
+    lines = OrderLine.objects.filter(order_id__in=order_ids).values("product_id")
+    list(
+        Product.objects.select_for_update(no_key=True)
+        .filter(pk__in=lines)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
 def _reserve(*, product: Product, quantity: int) -> None:
     """Take ``quantity`` from stock, or raise OutOfStock. Never read-modify-write.
 
@@ -81,7 +107,19 @@ def order_create(
         raise UnknownSku(skus=missing)
     if len({product.currency for product in products}) > 1:
         raise MixedCurrencies()
-    # Lock rows in one global order (by id) so concurrent orders never deadlock.
+    amount = sum(product.price * quantities[product.sku] for product in products)
+    # The smallest charge is one minor unit; an order nobody can pay is refused now
+    # (400, nothing stored), not after its stock sat reserved until it expired.
+    if not MIN_ORDER_AMOUNT <= amount <= settings.ORDER_MAX_AMOUNT:
+        raise OrderAmountOutOfRange(
+            f"The order's total, {amount}, must be between {MIN_ORDER_AMOUNT} and "
+            f"{settings.ORDER_MAX_AMOUNT} minor units; nothing was reserved.",
+            amount=amount,
+            min_amount=MIN_ORDER_AMOUNT,
+            max_amount=settings.ORDER_MAX_AMOUNT,
+        )
+    # Lock rows in the one global order (by id, see order_products_lock): the
+    # reservations below take the product locks in this order.
     products.sort(key=lambda product: product.pk)
 
     try:
@@ -90,7 +128,7 @@ def order_create(
                 number=_new_order_number(),
                 user_id=user_id,
                 idempotency_key=idempotency_key,
-                amount=sum(product.price * quantities[product.sku] for product in products),
+                amount=amount,
                 currency=products[0].currency,
             )
             order_lines = OrderLine.objects.bulk_create(
@@ -129,10 +167,18 @@ def order_create(
     return order
 
 
-def order_cancel(*, order: Order) -> Order:
+# A rule of a layer above orders (payments: "not while an attempt is live"), asked
+# under the order's row lock: why this order cannot be cancelled now, or None.
+CancelBlocker = Callable[[Order], str | None]
+
+
+def order_cancel(*, order: Order, blocker: CancelBlocker) -> Order:
     """UNPAID -> CANCELLED and give its stock back, exactly once.
 
-    Refused while a payment attempt is live: the provider may be charging it.
+    Orders know nothing of the layers above them (docs/architecture.md), so
+    whoever cancels passes their rules in: ``blocker`` runs under the order's
+    row lock, and any reason it names refuses the cancel (``OrderNotCancellable``).
+    Every caller passes ``payments.services.order_cancel_blocker``.
     """
     with transaction.atomic():
         # Same lock, same order as payment_create: whichever comes second sees the
@@ -140,10 +186,11 @@ def order_cancel(*, order: Order) -> Order:
         order = Order.objects.select_for_update().get(pk=order.pk)
         if order.status != Order.Status.UNPAID:
             raise OrderNotCancellable(f"The order is {order.status.lower()}.")
-        if Payment.objects.filter(order=order, status__in=LIVE_STATUSES).exists():
-            raise OrderNotCancellable("A payment of this order is in progress.")
+        if reason := blocker(order):
+            raise OrderNotCancellable(reason)
         order.cancel()
         order.save(update_fields=["status"])  # WHERE status = 'UNPAID'
+        order_products_lock(order_ids=[order.pk])
         lines = list(order.lines.all())
         for line in lines:
             Product.objects.filter(pk=line.product_id).update(stock=F("stock") + line.quantity)

@@ -1,4 +1,8 @@
-"""POST /api/v1/orders/{number}/pay/ and .../refunds/: thin; the flows are in payments/flows.py."""
+"""POST /api/v1/orders/{number}/pay/, .../cancel/ and .../refunds/: thin; the flows are in
+payments/flows.py and payments/refund_flows.py.
+
+Cancel lives here, beside pay, because both must respect the order's payment
+attempts, which orders/ (a layer below) knows nothing of."""
 
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
@@ -10,8 +14,9 @@ from config.openapi import ProblemSerializer
 from idempotency.drf import IdempotentApi, idempotent_schema
 from orders.api import EmptyInputSerializer
 from orders.serializers import OrderOutputSerializer
-from payments.flows import order_pay_flow, order_refund_flow
+from payments.flows import order_cancel_flow, order_pay_flow
 from payments.providers import get_provider
+from payments.refund_flows import order_refund_flow
 from payments.refunds import RefundRequest
 
 
@@ -53,6 +58,29 @@ class OrderPayApi(IdempotentApi):
             lambda record: order_pay_flow(
                 record, user_id=user_id, order_number=number, provider=get_provider()
             ),
+        )
+
+
+class OrderCancelApi(IdempotentApi):
+    @idempotent_schema(
+        request=EmptyInputSerializer,
+        summary="Cancel an unpaid order",
+        responses={
+            200: OrderOutputSerializer,
+            409: OpenApiResponse(
+                ProblemSerializer,
+                description=(
+                    "`order-not-cancellable` (paid, cancelled, or a payment in progress; stored "
+                    "and replayed) or `idempotency-key-in-use`"
+                ),
+            ),
+        },
+    )
+    def post(self, request: Request, number: str) -> Response:
+        EmptyInputSerializer(data=request.data).is_valid(raise_exception=True)
+        user_id = current_user_id(request)
+        return self.idempotent(
+            request, lambda record: order_cancel_flow(record, user_id=user_id, order_number=number)
         )
 
 

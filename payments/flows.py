@@ -25,47 +25,37 @@ from functools import partial
 from django.conf import settings
 from django.urls import reverse
 
-from idempotency.core import MoveTo, Respond, atomic_phase
+from idempotency.core import MoveTo, Respond, atomic_phase, single_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from orders.selectors import order_get
 from orders.serializers import order_representation
-from payments.errors import (
-    PaymentDeclined,
-    PaymentFailed,
-    PaymentOutcomeUnknown,
-    RefundDeclined,
-    RefundOutcomeUnknown,
-)
-from payments.models import (
-    UNSETTLED_REFUND_STATUSES,
-    Payment,
-    PaymentStatus,
-    Refund,
-    RefundAttemptStatus,
-)
+from orders.services import order_cancel
+from payments.errors import PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
+from payments.models import Payment, PaymentStatus
 from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
     ChargeResult,
     ChargeStatus,
     PaymentProvider,
     ProviderOutcomeUnknown,
-    RefundResult,
-)
-from payments.refunds import (
-    RefundRequest,
-    refund_create,
-    refund_mark_unknown,
-    refund_send,
-    refund_settle,
+    ProviderRejected,
 )
 from payments.services import (
     CLOSED_BY_RECONCILIATION,
     Settlement,
+    order_cancel_blocker,
     payment_create,
     payment_mark_unknown,
     payment_settle,
     provider_idempotency_key,
 )
+
+# The failure_code of an attempt the provider refused (ProviderRejected), followed
+# by the provider's own code; cut to the column's width.
+REJECTED_BY_PROVIDER = "provider-rejected"
+FAILURE_CODE_MAX = Payment._meta.get_field("failure_code").max_length or 64
+
 
 # The answer to a pay whose charge came too late for its order (see payments/orphans.py).
 ORPHANED_DETAIL = (
@@ -131,6 +121,23 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
             notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
             idempotency_key=provider_idempotency_key(payment),
         )
+    except ProviderRejected as rejection:
+        if payment.status == PaymentStatus.UNKNOWN:
+            # This request moved nothing, but an earlier one for the attempt went
+            # unanswered and may still be in flight at the provider: no proof.
+            # The reconciler fences the attempt before it fails it.
+            raise PaymentOutcomeUnknown(reason=str(rejection)) from rejection
+        # No earlier request went unanswered (or one crashed unanswered with the same
+        # body, which the provider refuses the same way): nothing was charged. A
+        # decline without a trade, final: asking again gets the same refusal.
+        return ChargeResult(
+            out_trade_no=payment.out_trade_no,
+            status=ChargeStatus.DECLINED,
+            trade_no=None,
+            amount=None,
+            currency=None,
+            decline_reason=f"{REJECTED_BY_PROVIDER}:{rejection.code}"[:FAILURE_CODE_MAX],
+        )
     except ProviderOutcomeUnknown as error:
         payment_mark_unknown(payment_id=payment.pk)
         raise PaymentOutcomeUnknown(reason=str(error)) from error
@@ -195,94 +202,24 @@ def _final_error(error: PaymentDeclined | PaymentFailed, payment: Payment) -> Re
     return replace(Respond.from_error(error), resource_type="payment", resource_id=payment.pk)
 
 
-# --- Refunds: the same shape, money going the other way ---------------------------
+# --- Cancelling ----------------------------------------------------------------------
+# Here, not in orders/: the rule "not while a payment attempt is live" spans orders
+# and payments, and orders may not import payments (docs/architecture.md).
 
 
-class RefundPoint(RecoveryPoint):
-    REFUND_CREATED = "refund_created"
+def order_cancel_flow(record: IdempotencyKey, *, user_id: int, order_number: str) -> None:
+    """UNPAID -> CANCELLED in one atomic phase; not cancellable is final (stored)."""
 
+    def cancel() -> Respond:
+        # Someone else's order is a 404, raised before anything is stored.
+        order = order_cancel(
+            order=order_get(user_id=user_id, number=order_number), blocker=order_cancel_blocker
+        )
+        return Respond(
+            status=200,
+            body=order_representation(order_id=order.pk),
+            resource_type="order",
+            resource_id=order.pk,
+        )
 
-def order_refund_flow(
-    record: IdempotencyKey, *, request: RefundRequest, provider: PaymentProvider
-) -> None:
-    """Refund an order: started -> refund_created (committed) -> provider -> finished.
-
-    Exactly the pay flow's recovery points and reasons: phase one commits the
-    refund attempt (PENDING) with the record; the provider is asked outside any
-    transaction with a key derived from the attempt; phase two commits the
-    outcome, the ledger entry, the order's refunded amount (and PAID -> REFUNDED)
-    and the stored answer together. An unknown outcome answers 503 and leaves
-    the record at ``refund_created``; the same key resumes there, asking the
-    provider first (``query_refund``), and the reconciler does if nobody returns.
-    """
-    while True:
-        match record.recovery_point:
-            case RefundPoint.STARTED:
-                atomic_phase(record, partial(_start_refund, request=request))
-            case RefundPoint.REFUND_CREATED:
-                refund_id = record.resource_id
-                assert refund_id is not None
-                result = _ask_provider_to_refund(refund_id=refund_id, provider=provider)
-                atomic_phase(record, partial(_finish_refund, refund_id=refund_id, result=result))
-            case RefundPoint.FINISHED:
-                return
-            case other:
-                raise UnknownRecoveryPoint(other)
-
-
-def _start_refund(*, request: RefundRequest) -> MoveTo:
-    refund = refund_create(
-        user_id=request.user_id,
-        is_staff=request.is_staff,
-        order_number=request.order_number,
-        amount=request.amount,
-        reason=request.reason,
-    )
-    return MoveTo(RefundPoint.REFUND_CREATED, resource_type="refund", resource_id=refund.pk)
-
-
-def _ask_provider_to_refund(*, refund_id: int, provider: PaymentProvider) -> RefundResult | None:
-    """The provider's account of the refund; None if it is settled already.
-
-    Outside any transaction, for the reason the pay flow's call is.
-    """
-    refund = Refund.objects.select_related("payment").get(pk=refund_id)
-    if refund.status not in UNSETTLED_REFUND_STATUSES:
-        return None  # a notification or the reconciler settled it while we were away
-    try:
-        if refund.status == RefundAttemptStatus.UNKNOWN:
-            # Asked before, no answer: find out first. The derived key would make a
-            # second refund a replay anyway; asking first is cheaper and exact.
-            known = provider.query_refund(out_refund_no=refund.refund_no)
-            if known is not None:
-                return known
-        return refund_send(refund=refund, provider=provider)
-    except ProviderOutcomeUnknown as error:
-        refund_mark_unknown(refund_id=refund.pk)
-        raise RefundOutcomeUnknown(reason=str(error)) from error
-
-
-def _finish_refund(*, refund_id: int, result: RefundResult | None) -> Respond:
-    if result is None:  # settled meanwhile by a notification or the reconciler
-        refund = Refund.objects.get(pk=refund_id)
-    else:
-        settled = refund_settle(refund_id=refund_id, result=result)
-        if settled.outcome is Settlement.CONFLICT:
-            # Not applied and not guessed: the reconciler asks the provider again.
-            raise RefundOutcomeUnknown(reason=settled.reason)
-        refund = settled.refund
-    match refund.status:
-        case RefundAttemptStatus.SUCCEEDED:
-            assert refund.order_id is not None
-            return Respond(
-                status=200,
-                body=order_representation(order_id=refund.order_id),
-                resource_type="refund",
-                resource_id=refund.pk,
-            )
-        case RefundAttemptStatus.FAILED:
-            error = RefundDeclined(refund=refund.refund_no, reason=refund.failure_code)
-            # Returned, not raised: the refund's FAILED state commits with the answer.
-            return replace(Respond.from_error(error), resource_type="refund", resource_id=refund.pk)
-        case _:
-            raise RefundOutcomeUnknown()
+    single_phase(record, cancel)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
@@ -22,7 +22,13 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from orders.models import Order
 from orders.tasks import fulfil_order
 from payments.errors import OrderNotPayable
-from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
+from payments.models import (
+    LIVE_STATUSES,
+    UNSETTLED_STATUSES,
+    LedgerEntry,
+    Payment,
+    PaymentStatus,
+)
 from payments.providers import ChargeResult, ChargeStatus
 
 logger = logging.getLogger(__name__)
@@ -68,6 +74,18 @@ def payment_create(*, user_id: int, order_number: str) -> Payment:
             raise OrderNotPayable("A payment of this order is in progress.") from error
 
 
+def order_cancel_blocker(order: Order) -> str | None:
+    """Payments' rule for cancelling an order (``orders.services.order_cancel``).
+
+    Refused while an attempt is live: the provider may be charging it (pending,
+    unknown), or has (succeeded). Asked under the order's row lock, the lock
+    ``payment_create`` takes first too, so no attempt can start in between.
+    """
+    if Payment.objects.filter(order=order, status__in=LIVE_STATUSES).exists():
+        return "A payment of this order is in progress."
+    return None
+
+
 def payment_mark_unknown(*, payment_id: int) -> bool:
     """PENDING -> UNKNOWN after a timeout or provider error; the reconciler takes it."""
     return bool(
@@ -75,6 +93,15 @@ def payment_mark_unknown(*, payment_id: int) -> bool:
             status=PaymentStatus.UNKNOWN, updated_at=timezone.now()
         )
     )
+
+
+def _fulfilment_enqueue(order_id: int) -> Callable[[], None]:
+    # A named function, not a partial: Django logs a robust hook's failure by the
+    # callable's __qualname__, which a partial does not have.
+    def enqueue_fulfil_order() -> None:
+        fulfil_order.delay(order_id)
+
+    return enqueue_fulfil_order
 
 
 class Settlement(enum.Enum):
@@ -186,7 +213,9 @@ def _settle(*, payment_id: int, result: ChargeResult, confirmed: bool) -> Settle
             ) from error
         # Only after COMMIT: a worker must never look for a PAID order that a
         # rollback took back. At-least-once: the task is safe to run twice.
-        transaction.on_commit(partial(fulfil_order.delay, order.pk))
+        # Robust: once committed, the payment succeeded whatever the broker says;
+        # a lost message is logged and the fulfil sweep ships the order later.
+        transaction.on_commit(_fulfilment_enqueue(order.pk), robust=True)
     for name, value in changes.items():
         setattr(payment, name, value)
     return SettleResult(Settlement.APPLIED, payment)

@@ -21,7 +21,16 @@ from collections.abc import Callable
 from django.utils import timezone
 
 from payments.providers import PaymentProvider, get_provider
-from reconcile.checks import AuditContext, Checked, books, inventory, records, refunds, wallets
+from reconcile.checks import (
+    AuditContext,
+    Checked,
+    amounts,
+    books,
+    inventory,
+    records,
+    refunds,
+    wallets,
+)
 from reconcile.findings import AuditReport, Finding, SummaryRow
 
 __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
@@ -29,6 +38,7 @@ __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
 # Every check, in the order the summary lists them.
 CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
     ("orders: PAID = one SUCCEEDED payment + one capture", books.paid_orders),
+    ("orders: amount = sum of its lines", amounts.order_amounts),
     ("ledger: captures match PAID orders and payments", books.ledger),
     ("payments: none left unsettled", books.unsettled_payments),
     ("refunds: within the capture; REFUNDED = all of it", refunds.orders),

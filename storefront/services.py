@@ -27,8 +27,9 @@ from idempotency.drf import parse_idempotency_key
 from idempotency.models import IdempotencyKey
 from orders.flows import order_create_flow
 from orders.services import LineRequest
-from payments.flows import order_pay_flow, order_refund_flow
+from payments.flows import order_pay_flow
 from payments.providers import get_provider
+from payments.refund_flows import order_refund_flow
 from payments.refunds import RefundRequest
 from storefront.answers import Answer
 from storefront.errors import CheckoutTokenInvalid, CheckoutUnavailable

@@ -170,7 +170,11 @@ class PaymentProvider(Protocol):
         notify_url: str,
         idempotency_key: str,
     ) -> ChargeResult:
-        """Charge once per ``idempotency_key``; a retry replays. Raises ProviderOutcomeUnknown."""
+        """Charge once per ``idempotency_key``; a retry replays.
+
+        Raises ProviderRejected (refused, nothing charged by this request) or
+        ProviderOutcomeUnknown.
+        """
         ...
 
     def query(self, *, out_trade_no: str) -> ChargeResult | None:

@@ -6,7 +6,7 @@ answer is parsed strictly, and anything we do not understand (a timeout, a 5xx,
 an unexpected status, garbage JSON) is ``ProviderOutcomeUnknown``: the money may
 or may not have moved, and only asking the provider later (query by our
 reference) can tell. An answer about another reference than the one asked about
-is ``ProviderAnswerConflict``; a refused refund (4xx) is ``ProviderRejected``.
+is ``ProviderAnswerConflict``; a refused charge or refund (4xx) is ``ProviderRejected``.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class SandboxProvider:
             },
         )
         if response.status_code != 200:
-            raise ProviderOutcomeUnknown(f"charge answered HTTP {response.status_code}")
+            raise self._refused(response, "charge")
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
     def query(self, *, out_trade_no: str) -> ChargeResult | None:

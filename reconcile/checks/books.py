@@ -100,7 +100,12 @@ def ledger(ctx: AuditContext) -> Checked:
     same_charge = Q(payment__order_id=F("order_id"), payment__trade_no=F("trade_no"))
     mismatched = LedgerEntry.objects.filter(
         Q(kind=LedgerEntry.Kind.CAPTURE)
-        & ~Q(same_charge, payment__status=PaymentStatus.SUCCEEDED, payment__amount=F("amount"))
+        & ~Q(
+            same_charge,
+            payment__status=PaymentStatus.SUCCEEDED,
+            payment__amount=F("amount"),
+            payment__currency=F("currency"),
+        )
         # An orphaned capture books the provider's amount, which may differ from the attempt's.
         | Q(kind=LedgerEntry.Kind.ORPHAN_CAPTURE)
         & ~Q(same_charge, payment__status=PaymentStatus.ORPHANED)
@@ -108,19 +113,22 @@ def ledger(ctx: AuditContext) -> Checked:
     findings += [
         Finding(
             CAPTURE_MATCHES_PAYMENT,
-            f"capture {e['trade_no']} of {e['amount']} does not match its payment "
-            f"({e['payment__status']}, {e['payment__trade_no']}, {e['payment__amount']})",
+            f"capture {e['trade_no']} of {e['amount']} {e['currency']} does not match its "
+            f"payment ({e['payment__status']}, {e['payment__trade_no']}, "
+            f"{e['payment__amount']} {e['payment__currency']})",
             {"ledger_entry": e["pk"], "payment": e["payment_id"], "order": e["order_id"]},
         )
         for e in mismatched.values(
             "pk",
             "trade_no",
             "amount",
+            "currency",
             "order_id",
             "payment_id",
             "payment__status",
             "payment__trade_no",
             "payment__amount",
+            "payment__currency",
         )
     ]
     booked = LedgerEntry.objects.filter(
@@ -145,7 +153,7 @@ def unsettled_payments(ctx: AuditContext) -> Checked:
     """After reconciliation, no attempt is left PENDING or UNKNOWN."""
     # Younger ones may still be in a request's hands; older ones were the
     # reconciler's to settle, and it could not (provider unreachable, a conflict).
-    due_before = ctx.now - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    due_before = ctx.in_flight_since
     findings = [
         Finding(
             PAYMENT_SETTLED,

@@ -8,25 +8,16 @@ one reservation each, and one release exactly when it was cancelled.
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.db.models import Case, F, OuterRef, QuerySet, Subquery, Sum, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, F, OuterRef, When
 
 from orders.models import InventoryMovement, Order, OrderLine, Product
-from reconcile.checks import AuditContext, Checked
+from reconcile.checks import AuditContext, Checked, sum_of
 from reconcile.findings import Finding
 
 STOCK_EQUALS_MOVEMENTS = "stock-equals-sum-of-movements"
 STOCK_NON_NEGATIVE = "stock-never-negative"
 STOCK_EQUALS_RECEIVED_MINUS_HELD = "stock-equals-received-minus-held"
 ORDER_MOVEMENTS_MATCH_LINES = "order-movements-match-its-lines"
-
-
-def _sum_of(rows: QuerySet[Any], *, group: str, field: str) -> Coalesce:
-    """A correlated subquery: SUM(field) of ``rows`` grouped by ``group``, 0 if none."""
-    summed = rows.values(group).annotate(total=Sum(field)).values("total")
-    return Coalesce(Subquery(summed), 0)
 
 
 def products(ctx: AuditContext) -> Checked:
@@ -36,11 +27,11 @@ def products(ctx: AuditContext) -> Checked:
         order__status=Order.Status.CANCELLED
     )
     rows = Product.objects.annotate(
-        moved=_sum_of(movements, group="product", field="quantity"),
-        received=_sum_of(
+        moved=sum_of(movements, group="product", field="quantity"),
+        received=sum_of(
             movements.filter(kind=InventoryMovement.Kind.RECEIPT), group="product", field="quantity"
         ),
-        held=_sum_of(held, group="product", field="quantity"),
+        held=sum_of(held, group="product", field="quantity"),
     ).values("pk", "sku", "stock", "moved", "received", "held")
     findings: list[Finding] = []
     for p in rows:
@@ -63,10 +54,10 @@ def products(ctx: AuditContext) -> Checked:
 def order_movements(ctx: AuditContext) -> Checked:
     """An order's movements add up to minus its lines, or to zero once it is cancelled."""
     orders = Order.objects.annotate(
-        moved=_sum_of(
+        moved=sum_of(
             InventoryMovement.objects.filter(order=OuterRef("pk")), group="order", field="quantity"
         ),
-        ordered=_sum_of(
+        ordered=sum_of(
             OrderLine.objects.filter(order=OuterRef("pk")), group="order", field="quantity"
         ),
     ).annotate(expected=Case(When(status=Order.Status.CANCELLED, then=0), default=-F("ordered")))

@@ -3,21 +3,44 @@
 Read through the provider's API (``PaymentProvider.wallet``), never its tables:
 the provider is a third party, and the audit must catch it misbehaving too.
 For every payer we have payments of: every successful charge is the one
-capture of a PAID (or REFUNDED) order, or an orphaned capture refunded in full;
-every SUCCEEDED payment has its charge; and the wallet's net debit
-(``charged_total - refunded_total``) equals what our ledger says we captured
-minus what we refunded for that payer, orphaned captures and their refunds
-included.
+capture of a PAID (or REFUNDED) order (through ``out_trade_no``, same trade,
+amount and currency) or an orphaned capture refunded in full; every SUCCEEDED
+payment has its charge; and per currency the payer's net debit at the provider
+(successful charges - successful refunds) equals our ledger's captured minus
+refunded, orphaned captures and their refunds included. Money of two
+currencies is never added.
+
+A charge whose attempt is still unsettled and younger than RECONCILE_AFTER_S is
+in flight (a request is between the provider's answer and its settlement): it
+is left out of both sides, not reported. Older, it is the reconciler's miss.
+The same holds for a refund whose attempt is still unsettled and young.
 """
 
 from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
 
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
 
 from orders.models import Order
-from payments.models import CAPTURE_KINDS, REFUND_KINDS, LedgerEntry, Payment, PaymentStatus
-from payments.providers import ChargeResult, ChargeStatus, ProviderOutcomeUnknown
+from payments.models import (
+    CAPTURE_KINDS,
+    UNSETTLED_REFUND_STATUSES,
+    UNSETTLED_STATUSES,
+    LedgerEntry,
+    Payment,
+    PaymentStatus,
+    Refund,
+)
+from payments.providers import (
+    ChargeResult,
+    ChargeStatus,
+    ProviderOutcomeUnknown,
+    RefundResult,
+    RefundStatus,
+)
 from reconcile.checks import AuditContext, Checked
 from reconcile.findings import Finding
 
@@ -42,30 +65,53 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     except ProviderOutcomeUnknown as error:
         # Not a pass: a check that could not run is a problem to look at.
         return [Finding(PROVIDER_READABLE, f"wallet of {payer!r}: {error}", {"payer": payer})]
-    # No wallet: never charged.
-    net_debit = statement.charged_total - statement.refunded_total if statement else 0
     successes = [
         charge
-        for charge in (statement.charges if statement else ())
+        for charge in (statement.charges if statement else ())  # no wallet: never charged
         if charge.status is ChargeStatus.SUCCESS
     ]
     findings: list[Finding] = []
 
-    booked = _ledger_total(payer, CAPTURE_KINDS) - _ledger_total(payer, REFUND_KINDS)
-    if net_debit != booked:
+    # The provider's own arithmetic: its total is the sum of its charges, in its
+    # unit (the sandbox keeps one total per wallet, whatever the currency).
+    listed_total = sum(charge.amount or 0 for charge in successes)
+    if statement and statement.charged_total != listed_total:
         message = (
-            f"{payer!r} is debited {net_debit} net at the provider (charged "
-            f"{statement.charged_total if statement else 0}, refunded "
-            f"{statement.refunded_total if statement else 0}); our ledger says {booked}"
+            f"the provider's charged_total for {payer!r} is {statement.charged_total}, "
+            f"its successful charges add up to {listed_total}"
         )
         findings.append(Finding(WALLET_MATCHES_ORDERS, message, {"payer": payer}))
 
     ours = Payment.objects.select_related("order").in_bulk(
         [charge.out_trade_no for charge in successes], field_name="out_trade_no"
     )
+    settled = [
+        charge
+        for charge in successes
+        if not _in_flight(ours.get(charge.out_trade_no), since=ctx.in_flight_since)
+    ]
+    refunds = [
+        r for r in (statement.refunds if statement else ()) if r.status is RefundStatus.SUCCESS
+    ]
+    if statement and statement.refunded_total != sum(r.amount or 0 for r in refunds):
+        message = (
+            f"the provider's refunded_total for {payer!r} is {statement.refunded_total}, "
+            f"its successful refunds add up to {sum(r.amount or 0 for r in refunds)}"
+        )
+        findings.append(Finding(WALLET_MATCHES_ORDERS, message, {"payer": payer}))
+    young = set(
+        Refund.objects.filter(
+            refund_no__in=[r.out_refund_no for r in refunds],
+            status__in=UNSETTLED_REFUND_STATUSES,
+            updated_at__gte=ctx.in_flight_since,
+        ).values_list("refund_no", flat=True)
+    )
+    findings += _totals_per_currency(
+        payer=payer, charges=settled, refunds=[r for r in refunds if r.out_refund_no not in young]
+    )
     findings += [
         _stray_charge(payer=payer, charge=charge, payment=ours.get(charge.out_trade_no))
-        for charge in successes
+        for charge in settled
         if not _charge_is_booked(charge, ours.get(charge.out_trade_no))
     ]
 
@@ -85,17 +131,46 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     return findings
 
 
-def _ledger_total(payer: str, kinds: tuple[str, ...]) -> int:
-    return int(
-        LedgerEntry.objects.filter(payment__payer=payer, kind__in=kinds).aggregate(
-            total=Coalesce(Sum("amount"), 0)
-        )["total"]
+def _in_flight(payment: Payment | None, *, since: datetime) -> bool:
+    """Our attempt is unsettled and young: a request may be settling it right now."""
+    return (
+        payment is not None and payment.status in UNSETTLED_STATUSES and payment.updated_at >= since
     )
 
 
+def _totals_per_currency(
+    *, payer: str, charges: list[ChargeResult], refunds: list[RefundResult]
+) -> list[Finding]:
+    """Per currency: the provider's net debit of the payer = our ledger's net."""
+    provider_net: Counter[str] = Counter()
+    for charge in charges:
+        provider_net[charge.currency or "?"] += charge.amount or 0
+    for refund in refunds:
+        provider_net[refund.currency or "?"] -= refund.amount or 0
+    ledger_net: Counter[str] = Counter()
+    for currency, kind, total in (
+        LedgerEntry.objects.filter(payment__payer=payer)
+        .values("currency", "kind")
+        .annotate(total=Sum("amount"))
+        .values_list("currency", "kind", "total")
+    ):
+        ledger_net[currency] += total if kind in CAPTURE_KINDS else -total
+    return [
+        Finding(
+            WALLET_MATCHES_ORDERS,
+            f"{payer!r} is debited {provider_net[currency]} {currency} net at the provider "
+            f"(charged - refunded); our ledger says {ledger_net[currency]}",
+            {"payer": payer, "currency": currency},
+        )
+        for currency in sorted(set(provider_net) | set(ledger_net))
+        if provider_net[currency] != ledger_net[currency]
+    ]
+
+
 def _charge_is_booked(charge: ChargeResult, payment: Payment | None) -> bool:
-    """The charge is our SUCCEEDED attempt of a PAID (REFUNDED) order, same trade and
-    amount; or an orphaned capture of ours whose refunds gave all of it back."""
+    """The charge is our SUCCEEDED attempt of a PAID (REFUNDED) order, same trade,
+    amount and currency; or an orphaned capture of ours whose refunds gave all of it
+    back."""
     if payment is None or payment.trade_no != charge.trade_no:
         return False
     if payment.status == PaymentStatus.ORPHANED:
@@ -107,6 +182,7 @@ def _charge_is_booked(charge: ChargeResult, payment: Payment | None) -> bool:
         payment.status == PaymentStatus.SUCCEEDED
         and payment.order.status in (Order.Status.PAID, Order.Status.REFUNDED)
         and payment.amount == charge.amount
+        and payment.currency == charge.currency
     )
 
 
@@ -114,7 +190,8 @@ def _stray_charge(*, payer: str, charge: ChargeResult, payment: Payment | None) 
     state = f"our attempt is {payment.status}" if payment else "we hold no such attempt"
     return Finding(
         CHARGE_HAS_PAID_ORDER,
-        f"the provider charged {payer!r} {charge.amount} for {charge.out_trade_no} "
+        f"the provider charged {payer!r} {charge.amount} {charge.currency} for "
+        f"{charge.out_trade_no} "
         f"({charge.trade_no}), but {state}",
         {
             "payer": payer,

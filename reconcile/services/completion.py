@@ -40,9 +40,10 @@ from idempotency.core import acquire_abandoned, release, resume
 from idempotency.errors import IdempotencyKeyInUse
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from payments.errors import PaymentOutcomeUnknown, RefundOutcomeUnknown
-from payments.flows import PayPoint, RefundPoint, order_pay_flow, order_refund_flow
+from payments.flows import PayPoint, order_pay_flow
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
 from payments.providers import PaymentProvider, get_provider
+from payments.refund_flows import RefundPoint, order_refund_flow
 from payments.refunds import RefundRequest
 from reconcile.selectors import (
     PAYMENT_RESOURCE,

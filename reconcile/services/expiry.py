@@ -2,8 +2,9 @@
 comes back, exactly once, through the same ``order_cancel`` a customer's cancel uses.
 
 Never while a payment attempt is live (pending, unknown or succeeded): the
-provider may be charging it right now. ``order_cancel`` refuses those under the
-order's row lock (the lock ``payment_create`` takes too), so the check and the
+provider may be charging it right now. ``order_cancel`` asks payments' rule
+(``order_cancel_blocker``) under the order's row lock (the lock
+``payment_create`` takes too), so the check and the
 cancel cannot be split by a pay; the refusals are counted as skipped, and the
 reconciler settles the attempt before a later pass looks again.
 """
@@ -19,7 +20,8 @@ from django.utils import timezone
 
 from orders.errors import OrderNotCancellable
 from orders.models import Order
-from orders.services import order_cancel
+from orders.services import order_cancel, order_products_lock
+from payments.services import order_cancel_blocker
 
 # Orders per transaction. The batch's order rows stay locked until it commits, and
 # a customer paying one of them waits that long (up to DATABASE_LOCK_TIMEOUT_MS):
@@ -49,10 +51,14 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> ExpireCounts:
                 .filter(status=Order.Status.UNPAID, created_at__lt=created_before, pk__gt=after_id)
                 .order_by("pk")[:batch_size]
             )
+            # Every product row the batch will give stock back to, locked by id
+            # before the first cancel: releasing order after order would lock them
+            # in the orders' order and deadlock with a creation (which goes by id).
+            order_products_lock(order_ids=[order.pk for order in batch])
             for order in batch:
                 try:
                     # Its own savepoint: a refusal undoes nothing of the others.
-                    order_cancel(order=order)
+                    order_cancel(order=order, blocker=order_cancel_blocker)
                 except OrderNotCancellable:
                     skipped += 1
                 else:

@@ -1,5 +1,6 @@
 """Run many requests at once: real threads, each with its own database connection."""
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
@@ -29,3 +30,27 @@ def run_at_once(count: int, call: Callable[[int], T]) -> list[T]:
 
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(worker, range(count)))
+
+
+def backend_pid() -> int:
+    """This thread's PostgreSQL backend (opens the thread's connection if needed)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+
+
+def wait_until_waiting_on_a_lock(pid: int, *, timeout_s: float = 10) -> None:
+    """Return once PostgreSQL reports backend ``pid`` waiting on a lock.
+
+    Asked of pg_stat_activity, the server's own account of what ``pid`` waits
+    on: the race it sets up is certain, not hoped for after a sleep.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+            row = cursor.fetchone()
+        if row is not None and row[0] == "Lock":
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"backend {pid} never waited on a lock")

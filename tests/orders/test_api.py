@@ -229,6 +229,40 @@ def test_mixed_currencies_are_400(client, product):
     assert_nothing_written()
 
 
+@pytest.mark.parametrize(
+    ("price", "quantity"),
+    [
+        (0, 1),  # nothing to charge: no provider takes a charge of 0
+        (10**12, 2),  # above ORDER_MAX_AMOUNT (the sandbox's per-charge maximum)
+    ],
+)
+def test_an_amount_the_provider_can_never_accept_is_400_and_not_stored(
+    create_order, price, quantity
+):
+    product = ProductFactory.create(price=price, stock=10)
+
+    response = create_order(key=new_key(), sku=product.sku, quantity=quantity)
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    body = response.json()
+    assert body["code"] == "order-amount-out-of-range"
+    assert (body["amount"], body["min_amount"], body["max_amount"]) == (price * quantity, 1, 10**12)
+    assert_nothing_written()
+    assert Product.objects.get(pk=product.pk).stock == 10
+
+
+def test_the_amount_limit_is_a_setting(create_order, settings):
+    settings.ORDER_MAX_AMOUNT = 5000
+    product = ProductFactory.create(price=2500, stock=10)
+
+    assert create_order(key=new_key(), sku=product.sku, quantity=2).status_code == 201
+    refused = create_order(key=new_key(), sku=product.sku, quantity=3)
+
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "order-amount-out-of-range"
+
+
 def test_body_over_the_size_limit_is_413(client, settings):
     padding = "x" * (settings.API_MAX_BODY_BYTES + 1)
 

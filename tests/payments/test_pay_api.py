@@ -1,6 +1,7 @@
 """POST /api/v1/orders/{number}/pay/ against the sandbox, fault by fault."""
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,8 +13,10 @@ from idempotency.models import IdempotencyKey
 from orders.models import Order
 from payments.flows import PayPoint
 from payments.models import LedgerEntry, Payment
+from reconcile.services import payments as reconcile_payments
 from tests.assertions import assert_paid_once
 from tests.conftest import client_for, new_key
+from tests.factories import ProductFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,6 +68,74 @@ def test_declined_is_402_stored_and_replayed_then_a_new_key_pays(pay, fault, ord
     # A 4xx is final for its key: paying again takes a new key.
     assert pay(new_key()).status_code == 200
     assert_paid_once(order, user, wallet)
+
+
+def order_the_provider_refuses(create_order, settings) -> Order:
+    """A shop whose amount limit was set above the provider's maximum, and an order
+    for more than the sandbox ever charges (its MAX_AMOUNT is 10**12)."""
+    settings.ORDER_MAX_AMOUNT = 10**13
+    product = ProductFactory.create(price=10**12 + 1, stock=1)
+    created = create_order(key=new_key(), sku=product.sku)
+    assert created.status_code == 201
+    return Order.objects.get(number=created.json()["number"])
+
+
+def test_a_request_the_provider_refuses_is_a_final_402_not_unknown(
+    pay, create_order, settings, user, wallet
+):
+    order = order_the_provider_refuses(create_order, settings)
+    key = new_key()
+
+    # When it is paid: the sandbox answers 400 validation-error, nothing charged
+    refused = pay(key, number=order.number)
+    replay = pay(key, number=order.number)
+
+    # Then a final, stored 402 naming the refusal, not a 503 "unknown"
+    assert refused.status_code == 402, refused.content
+    assert refused.json()["code"] == "payment-declined"
+    assert refused.json()["reason"] == "provider-rejected:validation-error"
+    assert (replay.status_code, replay["Idempotent-Replayed"]) == (402, "true")
+    assert replay.json() == refused.json()
+    payment = Payment.objects.get(order=order)
+    assert (payment.status, payment.failure_code, payment.trade_no) == (
+        "FAILED",
+        "provider-rejected:validation-error",
+        None,
+    )
+    assert IdempotencyKey.objects.get(key=key).recovery_point == "finished"
+    # and nothing moved anywhere
+    assert Order.objects.get(pk=order.pk).status == "UNPAID"
+    assert not LedgerEntry.objects.filter(order=order).exists()
+    assert wallet(user)["charged_total"] == 0
+
+
+def test_a_refusal_after_an_unanswered_request_is_not_proof_the_reconciler_fences_first(
+    pay, create_order, settings, user, wallet
+):
+    # Given an attempt whose first request went unanswered (the provider was down)
+    order = order_the_provider_refuses(create_order, settings)
+    sandbox = settings.PROVIDER_BASE_URL
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        settings.PROVIDER_BASE_URL = f"http://127.0.0.1:{probe.getsockname()[1]}/sandbox"
+    key = new_key()
+    assert pay(key, number=order.number).status_code == 503
+    settings.PROVIDER_BASE_URL = sandbox
+
+    # When the same key resumes and the provider refuses the charge
+    resumed = pay(key, number=order.number)
+
+    # Then still unknown: the unanswered request might yet be charging
+    assert resumed.status_code == 503
+    assert resumed.json()["code"] == "payment-outcome-unknown"
+    assert Payment.objects.get(order=order).status == "UNKNOWN"
+
+    # And the reconciler fences it at the provider before failing it
+    settings.RECONCILE_AFTER_S = 0
+    assert reconcile_payments.run_once().rolled_back == 1
+    assert Payment.objects.get(order=order).status == "FAILED"
+    assert pay(key, number=order.number).json()["code"] == "payment-failed"
+    assert wallet(user)["charged_total"] == 0
 
 
 @pytest.mark.parametrize("mode", ["error_before_commit", "error_after_commit"])

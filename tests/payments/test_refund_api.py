@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from idempotency.models import IdempotencyKey
-from payments.flows import RefundPoint
 from payments.models import LedgerEntry, Refund
 from payments.providers import ChargeResult, ChargeStatus
+from payments.refund_flows import RefundPoint
 from payments.services import payment_create, payment_settle
 from tests.assertions import assert_refunded_once
 from tests.conftest import client_for, new_key

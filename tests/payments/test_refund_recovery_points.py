@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from idempotency.core import fingerprint
 from idempotency.models import IdempotencyKey
-from payments.flows import RefundPoint
 from payments.models import LedgerEntry, Refund
 from payments.providers import get_provider
+from payments.refund_flows import RefundPoint
 from payments.refunds import refund_create, refund_mark_unknown, refund_send
 from reconcile.services import refunds as reconcile_refunds
 from tests.assertions import assert_refunded_once

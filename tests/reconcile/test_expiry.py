@@ -11,7 +11,7 @@ from django.db.models import F
 from orders.errors import OrderNotCancellable
 from orders.models import InventoryMovement, Order, Product
 from orders.services import LineRequest, order_cancel, order_create
-from payments.services import payment_create
+from payments.services import order_cancel_blocker, payment_create
 from reconcile.services import expiry
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
@@ -87,7 +87,7 @@ def test_expiry_racing_a_cancel_releases_the_stock_once(user, product, settings)
             if index == 0:
                 return f"expired={expiry.run_once().expired}"
             try:
-                order_cancel(order=order)
+                order_cancel(order=order, blocker=order_cancel_blocker)
             except OrderNotCancellable:
                 return "cancel refused"
             return "cancelled"

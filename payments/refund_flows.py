@@ -1,0 +1,127 @@
+"""Refunding an order as an idempotent flow: the pay flow's shape, money going back.
+
+    started ──phase 1──▶ refund_created ──provider call──▶ phase 2 ──▶ finished
+             (atomic)     (committed)      (no transaction)  (atomic)
+
+Phase 1 commits the refund attempt (PENDING) together with the record at
+``refund_created``. The provider is then asked outside any transaction, with a
+key derived from the refund attempt, so asking again for the same attempt is a
+replay at the provider, never a second refund. Phase 2 commits the outcome,
+its ledger entry, the order's refunded amount (and PAID -> REFUNDED) and the
+stored response in one transaction.
+
+An unknown outcome marks the attempt UNKNOWN and answers 503 without a stored
+answer: the record stays at ``refund_created``; a retry with the same key asks
+the provider first (``query_refund``), and the reconciler does if nobody returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+
+from idempotency.core import MoveTo, Respond, atomic_phase
+from idempotency.errors import UnknownRecoveryPoint
+from idempotency.models import IdempotencyKey, RecoveryPoint
+from orders.serializers import order_representation
+from payments.errors import RefundDeclined, RefundOutcomeUnknown
+from payments.models import UNSETTLED_REFUND_STATUSES, Refund, RefundAttemptStatus
+from payments.providers import PaymentProvider, ProviderOutcomeUnknown, RefundResult
+from payments.refunds import (
+    RefundRequest,
+    refund_create,
+    refund_mark_unknown,
+    refund_send,
+    refund_settle,
+)
+from payments.services import Settlement
+
+
+class RefundPoint(RecoveryPoint):
+    REFUND_CREATED = "refund_created"
+
+
+def order_refund_flow(
+    record: IdempotencyKey, *, request: RefundRequest, provider: PaymentProvider
+) -> None:
+    """Refund an order: started -> refund_created (committed) -> provider -> finished.
+
+    Exactly the pay flow's recovery points and reasons: phase one commits the
+    refund attempt (PENDING) with the record; the provider is asked outside any
+    transaction with a key derived from the attempt; phase two commits the
+    outcome, the ledger entry, the order's refunded amount (and PAID -> REFUNDED)
+    and the stored answer together. An unknown outcome answers 503 and leaves
+    the record at ``refund_created``; the same key resumes there, asking the
+    provider first (``query_refund``), and the reconciler does if nobody returns.
+    """
+    while True:
+        match record.recovery_point:
+            case RefundPoint.STARTED:
+                atomic_phase(record, partial(_start_refund, request=request))
+            case RefundPoint.REFUND_CREATED:
+                refund_id = record.resource_id
+                assert refund_id is not None
+                result = _ask_provider_to_refund(refund_id=refund_id, provider=provider)
+                atomic_phase(record, partial(_finish_refund, refund_id=refund_id, result=result))
+            case RefundPoint.FINISHED:
+                return
+            case other:
+                raise UnknownRecoveryPoint(other)
+
+
+def _start_refund(*, request: RefundRequest) -> MoveTo:
+    refund = refund_create(
+        user_id=request.user_id,
+        is_staff=request.is_staff,
+        order_number=request.order_number,
+        amount=request.amount,
+        reason=request.reason,
+    )
+    return MoveTo(RefundPoint.REFUND_CREATED, resource_type="refund", resource_id=refund.pk)
+
+
+def _ask_provider_to_refund(*, refund_id: int, provider: PaymentProvider) -> RefundResult | None:
+    """The provider's account of the refund; None if it is settled already.
+
+    Outside any transaction, for the reason the pay flow's call is.
+    """
+    refund = Refund.objects.select_related("payment").get(pk=refund_id)
+    if refund.status not in UNSETTLED_REFUND_STATUSES:
+        return None  # a notification or the reconciler settled it while we were away
+    try:
+        if refund.status == RefundAttemptStatus.UNKNOWN:
+            # Asked before, no answer: find out first. The derived key would make a
+            # second refund a replay anyway; asking first is cheaper and exact.
+            known = provider.query_refund(out_refund_no=refund.refund_no)
+            if known is not None:
+                return known
+        return refund_send(refund=refund, provider=provider)
+    except ProviderOutcomeUnknown as error:
+        refund_mark_unknown(refund_id=refund.pk)
+        raise RefundOutcomeUnknown(reason=str(error)) from error
+
+
+def _finish_refund(*, refund_id: int, result: RefundResult | None) -> Respond:
+    if result is None:  # settled meanwhile by a notification or the reconciler
+        refund = Refund.objects.get(pk=refund_id)
+    else:
+        settled = refund_settle(refund_id=refund_id, result=result)
+        if settled.outcome is Settlement.CONFLICT:
+            # Not applied and not guessed: the reconciler asks the provider again.
+            raise RefundOutcomeUnknown(reason=settled.reason)
+        refund = settled.refund
+    match refund.status:
+        case RefundAttemptStatus.SUCCEEDED:
+            assert refund.order_id is not None
+            return Respond(
+                status=200,
+                body=order_representation(order_id=refund.order_id),
+                resource_type="refund",
+                resource_id=refund.pk,
+            )
+        case RefundAttemptStatus.FAILED:
+            error = RefundDeclined(refund=refund.refund_no, reason=refund.failure_code)
+            # Returned, not raised: the refund's FAILED state commits with the answer.
+            return replace(Respond.from_error(error), resource_type="refund", resource_id=refund.pk)
+        case _:
+            raise RefundOutcomeUnknown()
