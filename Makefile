@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --editable ".[dev]"
 	touch $(STAMP)
 
+# The demo profile: development secrets, embedded services, the sandbox provider.
 demo: install
-	$(WITH_SERVICES) $(PY) -m config.demo
+	DEMO_MODE=true $(WITH_SERVICES) $(PY) -m config.demo
 
 test: install
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
@@ -31,14 +32,15 @@ lint: install
 	@# The Django plugin imports the settings: placeholder URLs, so type-checking
 	@# never starts the embedded servers (nothing connects to them).
 	DATABASE_URL=$${DATABASE_URL:-postgres://unused/lint} REDIS_URL=$${REDIS_URL:-redis://unused} \
-		$(VENV)/bin/mypy .
+		DEMO_MODE=true $(VENV)/bin/mypy .
 
 format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# The bench serves the sandbox in-process, as the tests do (tests/settings.py).
 bench: install
-	$(WITH_SERVICES) $(PY) -m bench
+	DEMO_MODE=true SANDBOX_ENABLED=true $(WITH_SERVICES) $(PY) -m bench
 
 clean:
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

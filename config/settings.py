@@ -10,6 +10,13 @@ from pathlib import Path
 
 import dj_database_url
 
+from config.production import (
+    DEVELOPMENT_PROVIDER_API_KEY,
+    DEVELOPMENT_SECRET_KEY,
+    DEVELOPMENT_WEBHOOK_SECRET,
+    refuse_unsafe_start,
+)
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -36,18 +43,51 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
-# Without DATABASE_URL / REDIS_URL the embedded servers under .var/ are started
-# (and reused if already running); see config/embedded.py.
-if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+# The demo shows seeded credentials and the chaos controls; never on in production.
+# Anything else is the production profile: no development default is accepted and
+# the process refuses to start until the environment is right (config/production.py).
+DEMO_MODE = env_bool("DEMO_MODE", False)
+if not DEMO_MODE:
+    refuse_unsafe_start(os.environ)
+elif not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+    # Demo only: the embedded servers under .var/ are started (or reused if already
+    # running); see config/embedded.py.
     from config.embedded import ensure_environment
 
     ensure_environment()
 
+# Where the sandbox provider is served from: its URLs, admin and tasks exist only in
+# a process with this on (the demo's provider process and worker, the tests, the
+# bench), never in the shop of a deployment. Its tables stay installed, and empty.
+SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", False)
+
+
+def dev_default(value: str) -> str:
+    """A development default in the demo; nothing at all in production (refused above)."""
+    return value if DEMO_MODE else ""
+
+
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY", "onceshop-insecure-development-key-change-me")
+SECRET_KEY = env_str("SECRET_KEY", dev_default(DEVELOPMENT_SECRET_KEY))
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
-# The demo mode shows seeded credentials and the chaos controls; never on in production.
-DEMO_MODE = env_bool("DEMO_MODE", False)
+
+# --- HTTPS (production profile) ---------------------------------------------------
+# On by default outside the demo, which serves plain http on loopback.
+SESSION_COOKIE_SECURE = not DEMO_MODE
+CSRF_COOKIE_SECURE = not DEMO_MODE
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEMO_MODE)
+# One year, the HSTS preload list's minimum. Subdomains and preload follow the
+# domain: a fork whose subdomains are not all on HTTPS turns both off.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEMO_MODE else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEMO_MODE)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEMO_MODE)
+# How many reverse proxies in front of the app append to X-Forwarded-For and set
+# X-Forwarded-Proto. 0, the default: the client is REMOTE_ADDR and both headers are
+# ignored, since any client can send them. With N > 0 the client is the N-th address
+# from the right of X-Forwarded-For (config/clients.py), and the proxy's
+# X-Forwarded-Proto tells whether the request came over HTTPS.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUSTED_PROXY_COUNT else None
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -258,14 +298,16 @@ PROVIDER_BASE_URL = env_str("PROVIDER_BASE_URL", "http://127.0.0.1:8001/sandbox"
 # so a request waiting on the provider never looks abandoned while it still runs.
 PROVIDER_TIMEOUT_S = env_float("PROVIDER_TIMEOUT_S", 5.0)
 # The merchant credential the shop presents to the provider.
-PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", "sandbox-merchant-key")
+PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", dev_default(DEVELOPMENT_PROVIDER_API_KEY))
 # The shop's public base URL: the provider sends notifications to it.
 SHOP_BASE_URL = env_str("SHOP_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 # --- Sandbox provider -------------------------------------------------------------
 # HMAC secret of the Sandbox-Signature header. Comma-separated to rotate: the sandbox
 # signs with each (one v1= per secret) and the shop accepts a match with any.
-SANDBOX_WEBHOOK_SECRET = env_str("SANDBOX_WEBHOOK_SECRET", "whsec-onceshop-development")
+SANDBOX_WEBHOOK_SECRET = env_str(
+    "SANDBOX_WEBHOOK_SECRET", dev_default(DEVELOPMENT_WEBHOOK_SECRET)
+)
 SANDBOX_WALLET_START = env_int("SANDBOX_WALLET_START", 1_000_000)
 # The merchant keys the sandbox accepts (the shop sends PROVIDER_API_KEY).
 SANDBOX_API_KEYS = env_list("SANDBOX_API_KEYS", PROVIDER_API_KEY)

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -13,9 +14,13 @@ api_v1: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("sandbox/", include("sandbox.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("storefront.urls")),
 ]
+
+# The sandbox provider is another company's API: routed only in a process that plays
+# it (SANDBOX_ENABLED), never by a deployed shop, where /sandbox/ is a 404.
+if settings.SANDBOX_ENABLED:
+    urlpatterns.insert(1, path("sandbox/", include("sandbox.urls")))
