@@ -311,6 +311,9 @@ SANDBOX_WEBHOOK_SECRET = env_str(
 SANDBOX_WALLET_START = env_int("SANDBOX_WALLET_START", 1_000_000)
 # The merchant keys the sandbox accepts (the shop sends PROVIDER_API_KEY).
 SANDBOX_API_KEYS = env_list("SANDBOX_API_KEYS", PROVIDER_API_KEY)
+# URL prefixes a notify_url must fall under (comma-separated; scheme, host, port and
+# path prefix are compared). Empty: SHOP_BASE_URL, the one shop this sandbox serves.
+SANDBOX_NOTIFY_URLS = env_list("SANDBOX_NOTIFY_URLS", "")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "OnceShop API",
