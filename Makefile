@@ -7,17 +7,30 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WITH_SERVICES := $(PY) -m config.embedded --
+# Exact versions with their hashes (uv, see README "Dependencies"): requirements.lock
+# is what the image installs; requirements-dev.lock adds the tests' tools and the
+# embedded servers, at the same versions for everything the two share.
+LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
+	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install lock demo test lint format bench clean
 
 install: $(STAMP)
 
-# Re-runs only when pyproject.toml changed since the last install.
-$(STAMP): pyproject.toml
+# Re-runs only when the lock changed since the last install. Nothing is resolved
+# here: pip installs the pinned files and refuses any whose hash differs.
+$(STAMP): $(DEV_LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --editable ".[dev]"
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(DEV_LOCK)
 	touch $(STAMP)
+
+# The one command that refreshes both lock files: the newest versions pyproject.toml
+# allows, for Python 3.11 and 3.12 on every platform. Commit the result.
+lock: install
+	$(UV_COMPILE) -o $(LOCK)
+	$(UV_COMPILE) --extra dev --extra embedded --constraint $(LOCK) -o $(DEV_LOCK)
 
 # The demo profile: development secrets, embedded services, the sandbox provider.
 demo: install

@@ -305,9 +305,7 @@ SHOP_BASE_URL = env_str("SHOP_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 # --- Sandbox provider -------------------------------------------------------------
 # HMAC secret of the Sandbox-Signature header. Comma-separated to rotate: the sandbox
 # signs with each (one v1= per secret) and the shop accepts a match with any.
-SANDBOX_WEBHOOK_SECRET = env_str(
-    "SANDBOX_WEBHOOK_SECRET", dev_default(DEVELOPMENT_WEBHOOK_SECRET)
-)
+SANDBOX_WEBHOOK_SECRET = env_str("SANDBOX_WEBHOOK_SECRET", dev_default(DEVELOPMENT_WEBHOOK_SECRET))
 SANDBOX_WALLET_START = env_int("SANDBOX_WALLET_START", 1_000_000)
 # The merchant keys the sandbox accepts (the shop sends PROVIDER_API_KEY).
 SANDBOX_API_KEYS = env_list("SANDBOX_API_KEYS", PROVIDER_API_KEY)

@@ -13,4 +13,4 @@ import os
 os.environ["DEMO_MODE"] = "true"
 os.environ["SANDBOX_ENABLED"] = "true"
 
-from config.settings import *  # noqa: E402, F403
+from config.settings import *  # noqa: F403

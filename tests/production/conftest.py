@@ -15,7 +15,6 @@ from django.conf import settings
 from tests.processes import ROOT, child_database_url
 
 
-
 def production_env(**overrides: str) -> dict[str, str]:
     """The README's production settings ("Deploying"), with fresh secrets.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.management import CommandError, call_command
 from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
 
 from callbacks.models import ProviderNotification
 from config.production import DEVELOPMENT_PROVIDER_API_KEY, DEVELOPMENT_WEBHOOK_SECRET
@@ -96,9 +96,7 @@ def test_a_notification_signed_with_the_development_secret_is_refused(create_ord
 
 
 def test_check_deploy_is_clean_with_the_documented_settings():
-    result = run(
-        ["manage.py", "check", "--deploy", "--fail-level", "WARNING"], production_env()
-    )
+    result = run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], production_env())
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
