@@ -215,6 +215,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-unpaid-orders": _every(60.0, "reconcile.tasks.expire_unpaid_orders"),
     # Hourly: records are kept 24 h, so they leave at most ~4 % late.
     "reap-idempotency-keys": _every(3600.0, "idempotency.tasks.reap_idempotency_keys"),
+    # Bodies of unmatched notifications leave after days: hourly is exact enough.
+    "strip-unmatched-notification-bodies": _every(
+        3600.0, "callbacks.tasks.strip_unmatched_notification_bodies"
+    ),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
 }
@@ -227,8 +231,13 @@ LOGIN_URL = "storefront:login"
 LOGIN_REDIRECT_URL = "storefront:home"
 
 # --- Auth, i18n, static -----------------------------------------------------------
+# Django's four: not like the username or e-mail, 8+ characters, not one of the 20,000
+# most common passwords, not all digits. The demo's seeded passwords pass them all.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -264,6 +273,28 @@ CACHES = {
         "LOCATION": REDIS_URL,
     }
 }
+
+# --- Abuse limits (429 / 409 with a code each; README's contract table) -----------
+# Rates as DRF spells them ("30/min"); empty turns a limit off. Login attempts are
+# counted before the password is checked: the login page, the admin's and the token
+# endpoint share both counters.
+LOGIN_RATE_PER_ADDRESS = env_str("LOGIN_RATE_PER_ADDRESS", "60/min")
+LOGIN_RATE_PER_USERNAME = env_str("LOGIN_RATE_PER_USERNAME", "10/min")
+# The provider's notifications per source address: generous, since the provider
+# retries what we refuse (100/s on average, far above any real provider's pace).
+CALLBACK_RATE_PER_ADDRESS = env_str("CALLBACK_RATE_PER_ADDRESS", "6000/min")
+# Unpaid orders one user may hold at once (each holds stock until ORDER_TTL_S), and
+# idempotency records one user may create per clock hour (each is kept
+# IDEMPOTENCY_KEY_TTL). 0 means no cap.
+MAX_OPEN_ORDERS_PER_USER = env_int("MAX_OPEN_ORDERS_PER_USER", 20)
+MAX_KEYS_PER_USER_PER_HOUR = env_int("MAX_KEYS_PER_USER_PER_HOUR", 10_000)
+# Live checkout forms per session: showing one more evicts the oldest (its submit
+# then answers checkout-token-invalid), so reloading a page cannot fill Redis.
+CHECKOUT_TOKENS_PER_SESSION = env_int("CHECKOUT_TOKENS_PER_SESSION", 20)
+# Notifications that matched no payment are kept for reconciliation; their raw body
+# only this long (7 days), then the reaper empties it: a flood of signed strays
+# cannot grow the table by its bodies.
+UNMATCHED_NOTIFICATION_BODY_TTL_S = env_int("UNMATCHED_NOTIFICATION_BODY_TTL_S", 7 * 24 * 3600)
 
 # Largest request body the API accepts; larger ones get 413 `payload-too-large`.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024)
