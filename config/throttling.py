@@ -34,10 +34,15 @@ class UserRateThrottle(SimpleRateThrottle):
         ident = request.user.pk if request.user.is_authenticated else self.get_ident(request)
         return f"throttle:{self.scope}:{ident}"
 
+    def parse_rate(self, rate: str | None) -> tuple[int | None, int | None]:
+        parsed = Rate.parse(rate or "")  # empty: no limit
+        return (parsed.limit, parsed.period_s) if parsed else (None, None)
+
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate = Rate.parse(self.rate or "")
-        if rate is None:
+        limit, period = self.parse_rate(self.rate)
+        if limit is None or period is None:
             return True
+        rate = Rate(limit=limit, period_s=period)
         wait = hit(self.get_cache_key(request, view), rate)
         self._wait = wait or 0.0
         return wait is None
