@@ -51,9 +51,9 @@ format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# The bench serves the sandbox in-process, as the tests do (tests/settings.py).
+# The bench runs in the harness profile, as the tests do (bench/__init__.py).
 bench: install
-	DEMO_MODE=true SANDBOX_ENABLED=true $(WITH_SERVICES) $(PY) -m bench
+	$(WITH_SERVICES) $(PY) -m bench
 
 clean:
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

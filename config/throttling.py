@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from config.clients import client_address
-from config.errors import ApplicationError, problem_response
+from config.errors import TooManyRequests, problem_response
 from config.ratelimit import Rate, hashed, hit
 
 
@@ -68,17 +68,12 @@ class CallbackRateThrottle(UserRateThrottle):
         return f"throttle:{self.scope}:{client_address(request)}"
 
 
-class LoginThrottled(ApplicationError):
+class LoginThrottled(TooManyRequests):
     """Too many login attempts from this address or for this username: try later."""
 
-    status = 429
     code = "login-throttled"
     title = "Too many login attempts"
     default_detail = "Too many login attempts; wait before trying again."
-
-    def __init__(self, *, retry_after: float) -> None:
-        super().__init__()
-        self.headers["Retry-After"] = str(int(retry_after) + 1)
 
 
 def login_attempt_check(request: HttpRequest, username: str) -> None:

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from config.errors import ApplicationError
+from config.errors import ApplicationError, TooManyRequests
 
 
 class IdempotencyKeyMissing(ApplicationError):
@@ -55,7 +55,7 @@ class UnknownRecoveryPoint(RuntimeError):
     """A record sits at a recovery point its flow does not know: a programming error."""
 
 
-class IdempotencyKeyQuota(ApplicationError):
+class IdempotencyKeyQuota(TooManyRequests):
     """The user created MAX_KEYS_PER_USER_PER_HOUR records this hour; no new one now.
 
     Checked before a record is written, and only for a new key: a replay of a stored
@@ -63,11 +63,6 @@ class IdempotencyKeyQuota(ApplicationError):
     succeeds after Retry-After.
     """
 
-    status = 429
     code = "idempotency-key-quota"
     title = "Idempotency-Key quota reached"
     default_detail = "Too many new Idempotency-Keys this hour; retry after the Retry-After."
-
-    def __init__(self, *, retry_after: float) -> None:
-        super().__init__()
-        self.headers["Retry-After"] = str(int(retry_after) + 1)

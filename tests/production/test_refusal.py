@@ -12,7 +12,8 @@ from config.production import (
     DEVELOPMENT_WEBHOOK_SECRET,
     refuse_unsafe_start,
 )
-from tests.production.conftest import production_env, run
+from tests.processes import run_python
+from tests.production.environment import production_env
 
 
 @pytest.mark.parametrize(
@@ -103,7 +104,7 @@ def test_a_process_without_its_settings_refuses_to_start(argv, tmp_path):
     # Without DATABASE_URL / REDIS_URL: not one embedded server may start either.
     env = production_env(**BARE, ONCESHOP_VAR_DIR=str(tmp_path / "var"))
 
-    result = run(argv, env)
+    result = run_python(argv, env=env)
 
     assert result.returncode != 0
     assert "refuses to start in the production profile" in result.stderr + result.stdout

@@ -14,8 +14,8 @@ from orders.models import Order
 from payments.models import Payment
 from payments.services import payment_create
 from tests.conftest import new_key
-from tests.processes import run_django
-from tests.production.conftest import production_env, run
+from tests.processes import run_django, run_python
+from tests.production.environment import production_env
 
 SANDBOX_PATHS = [
     "/sandbox/v1/wallets/alice",
@@ -96,7 +96,9 @@ def test_a_notification_signed_with_the_development_secret_is_refused(create_ord
 
 
 def test_check_deploy_is_clean_with_the_documented_settings():
-    result = run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], production_env())
+    result = run_python(
+        ["manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=production_env()
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import sys
-from typing import Any
 
-import pytest
 from django.conf import settings
 
-from tests.processes import ROOT, child_database_url
+from tests.processes import child_database_url
 
 
 def production_env(**overrides: str) -> dict[str, str]:
@@ -38,20 +34,3 @@ def production_env(**overrides: str) -> dict[str, str]:
     }
     env |= overrides
     return {name: value for name, value in env.items() if value != ""}
-
-
-def run(argv: list[str], env: dict[str, str], timeout: float = 60) -> Any:
-    return subprocess.run(
-        [sys.executable, *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-@pytest.fixture
-def prod_env() -> dict[str, str]:
-    return production_env()
