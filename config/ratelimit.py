@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from config.redis import redis_client
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The clock windows are cut from; a module attribute, so a test can hold it still and
+# never see a window end between two of its requests.
+clock = time.time
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,9 @@ def hashed(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def hit(key: str, rate: Rate, *, now: float | None = None) -> float | None:
+def hit(key: str, rate: Rate) -> float | None:
     """Count one hit on ``key``; None if within ``rate``, else the seconds to wait."""
-    now = time.time() if now is None else now
+    now = clock()
     window = f"{key}:{int(now // rate.period_s)}"
     pipe = redis_client().pipeline(transaction=False)
     pipe.set(window, 0, ex=rate.period_s + 1, nx=True)  # the window's counter, if new

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -83,7 +82,6 @@ def login_attempt_check(request: HttpRequest, username: str) -> None:
     guesses per minute, and a correct guess costs the same as a wrong one. The
     username is hashed into the key (its spelling is the client's).
     """
-    now = time.time()
     limits = [
         (f"throttle:login-address:{client_address(request)}", settings.LOGIN_RATE_PER_ADDRESS),
         (
@@ -94,7 +92,7 @@ def login_attempt_check(request: HttpRequest, username: str) -> None:
     waits = [
         wait
         for key, text in limits
-        if (rate := Rate.parse(text)) is not None and (wait := hit(key, rate, now=now))
+        if (rate := Rate.parse(text)) is not None and (wait := hit(key, rate))
     ]
     if waits:
         raise LoginThrottled(retry_after=max(waits))

@@ -24,7 +24,7 @@ LIMIT = 3
 
 
 @pytest.fixture(autouse=True)
-def low_limits(settings: Any) -> None:
+def low_limits(settings: Any, still_clock: float) -> None:
     settings.LOGIN_RATE_PER_ADDRESS = f"{LIMIT}/min"
     settings.LOGIN_RATE_PER_USERNAME = f"{LIMIT}/min"
 
@@ -32,6 +32,11 @@ def low_limits(settings: Any) -> None:
 def new_address() -> str:
     # Its own address per test: the counters live in Redis and outlive a test.
     return f"10.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+
+
+def new_user(**fields: Any) -> User:
+    # A name no earlier run used: the per-username counters outlive the database.
+    return UserFactory.create(username=f"login-{uuid.uuid4().hex[:12]}", **fields)
 
 
 def page_login(client: Client, username: str, password: str, address: str) -> Any:
@@ -75,7 +80,7 @@ def assert_not_logged_in(client: Client, response: Any) -> None:
 
 @pytest.mark.parametrize("login", LOGINS)
 def test_past_the_limit_per_address_even_the_right_password_is_429(login):
-    user = UserFactory.create(is_staff=True)
+    user = new_user(is_staff=True)
     address, client = new_address(), Client()
     for _ in range(LIMIT):  # guesses at other accounts, from one address
         login(client, f"someone-{uuid.uuid4().hex[:8]}", "wrong-guess", address)
@@ -88,7 +93,7 @@ def test_past_the_limit_per_address_even_the_right_password_is_429(login):
 
 @pytest.mark.parametrize("login", LOGINS)
 def test_past_the_limit_per_username_other_addresses_do_not_help(login):
-    user = UserFactory.create(is_staff=True)
+    user = new_user(is_staff=True)
     client = Client()
     for _ in range(LIMIT):  # one guess from each of many addresses
         login(client, user.username, "wrong-guess", new_address())
@@ -100,7 +105,7 @@ def test_past_the_limit_per_username_other_addresses_do_not_help(login):
 
 
 def test_within_the_limits_a_login_works():
-    user = UserFactory.create()
+    user = new_user()
 
     response = token_login(Client(), user.username, DEFAULT_PASSWORD, new_address())
 

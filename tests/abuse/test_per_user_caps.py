@@ -107,7 +107,7 @@ def clear_quota(user_id: int) -> None:
 
 
 @pytest.fixture
-def fresh_quota(user: Any) -> None:
+def fresh_quota(user: Any, still_clock: float) -> None:
     clear_quota(user.pk)
 
 

@@ -41,7 +41,9 @@ def new_address() -> str:
     return f"10.77.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
 
 
-def test_past_the_rate_per_source_a_notification_is_429_and_not_stored(settings, payment):
+def test_past_the_rate_per_source_a_notification_is_429_and_not_stored(
+    settings, payment, still_clock
+):
     settings.CALLBACK_RATE_PER_ADDRESS = "2/min"
     address = new_address()
     for _ in range(2):
@@ -57,7 +59,7 @@ def test_past_the_rate_per_source_a_notification_is_429_and_not_stored(settings,
     assert ProviderNotification.objects.count() == 3  # two strays, then the other source
 
 
-def test_a_forwarded_for_header_does_not_make_a_new_source(settings, payment):
+def test_a_forwarded_for_header_does_not_make_a_new_source(settings, payment, still_clock):
     settings.CALLBACK_RATE_PER_ADDRESS = "1/min"
     address = new_address()
     notify_from(address, body_for(payment, out_trade_no="P-stray"))
