@@ -1,5 +1,6 @@
-# OnceShop image: the same code and settings as `make demo`, with external
-# PostgreSQL and Redis given by DATABASE_URL / REDIS_URL (see docker-compose.yml).
+# OnceShop image: the shop's web, worker and beat processes, given a real PostgreSQL
+# and Redis by DATABASE_URL / REDIS_URL (docker-compose.prod.yml; the demo's is
+# docker-compose.yml). The embedded servers of `make demo` are not in it.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -9,16 +10,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 RUN useradd --create-home --uid 10001 onceshop
 
-COPY pyproject.toml README.md ./
-RUN pip install --upgrade pip && pip install .
+# The locked versions, every file checked against its hash; no resolution at build.
+COPY requirements.lock ./
+RUN pip install --require-hashes --no-deps -r requirements.lock
 
+# What is copied is filtered by .dockerignore: no .git, .venv, .var or bench output.
 COPY . .
-# Placeholder URLs: collectstatic imports the settings but connects to nothing.
-RUN DATABASE_URL=postgres://build/unused REDIS_URL=redis://build \
+# collectstatic only copies files: it runs in the demo profile, which needs no
+# secrets, with URLs it never connects to. The image itself runs in production.
+RUN DEMO_MODE=true DATABASE_URL=postgres://build/unused REDIS_URL=redis://build \
     python manage.py collectstatic --no-input -v 0
 
 USER onceshop
 EXPOSE 8000
-# gthread: the demo shop calls the sandbox provider on this same server.
+# gthread: a slow provider call blocks one thread, not a worker.
 CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", \
      "--worker-class", "gthread", "--workers", "2", "--threads", "8", "--timeout", "60"]

@@ -7,20 +7,34 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WITH_SERVICES := $(PY) -m config.embedded --
+# Exact versions with their hashes (uv, see README "Dependencies"): requirements.lock
+# is what the image installs; requirements-dev.lock adds the tests' tools and the
+# embedded servers, at the same versions for everything the two share.
+LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
+	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install lock demo test lint format bench clean
 
 install: $(STAMP)
 
-# Re-runs only when pyproject.toml changed since the last install.
-$(STAMP): pyproject.toml
+# Re-runs only when the lock changed since the last install. Nothing is resolved
+# here: pip installs the pinned files and refuses any whose hash differs.
+$(STAMP): $(DEV_LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --editable ".[dev]"
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(DEV_LOCK)
 	touch $(STAMP)
 
+# The one command that refreshes both lock files: the newest versions pyproject.toml
+# allows, for Python 3.11 and 3.12 on every platform. Commit the result.
+lock: install
+	$(UV_COMPILE) -o $(LOCK)
+	$(UV_COMPILE) --extra dev --extra embedded --constraint $(LOCK) -o $(DEV_LOCK)
+
+# The demo profile: development secrets, embedded services, the sandbox provider.
 demo: install
-	$(WITH_SERVICES) $(PY) -m config.demo
+	DEMO_MODE=true $(WITH_SERVICES) $(PY) -m config.demo
 
 test: install
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
@@ -31,12 +45,13 @@ lint: install
 	@# The Django plugin imports the settings: placeholder URLs, so type-checking
 	@# never starts the embedded servers (nothing connects to them).
 	DATABASE_URL=$${DATABASE_URL:-postgres://unused/lint} REDIS_URL=$${REDIS_URL:-redis://unused} \
-		$(VENV)/bin/mypy .
+		DEMO_MODE=true $(VENV)/bin/mypy .
 
 format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# The bench runs in the harness profile, as the tests do (bench/__init__.py).
 bench: install
 	$(WITH_SERVICES) $(PY) -m bench
 

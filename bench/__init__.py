@@ -18,3 +18,11 @@ Redis. Modules:
 
 Results go to ``bench/out/`` (git-ignored); docs/benchmarks.md explains them.
 """
+
+import os
+
+# The bench is a harness like the tests (tests/settings.py): the demo profile, with
+# the sandbox provider served by its app servers. Set before anything loads the
+# settings, and inherited by every process it starts (migrate, gunicorn).
+os.environ.setdefault("DEMO_MODE", "true")
+os.environ.setdefault("SANDBOX_ENABLED", "true")

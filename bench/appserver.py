@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from http.client import HTTPConnection, HTTPException
 from pathlib import Path
 
+from bench.inprocess import BENCH_LIMITS
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
@@ -32,7 +34,7 @@ STOP_TIMEOUT_S = 20.0
 # per-second window keeps the list at one second of traffic, so the throttle
 # costs what it costs at a realistic rate; a per-minute window would make the
 # bench user's list 60x longer than any real client's and measure the list.
-THROTTLE_RATE = "100000000/s"
+THROTTLE_RATE = BENCH_LIMITS["API_THROTTLE_RATE"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def app_env(
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
         "DEBUG": "false",
-        "API_THROTTLE_RATE": THROTTLE_RATE,
+        **BENCH_LIMITS,
         "IDEMPOTENCY_ENABLED": "true",
         "LOG_LEVEL": "WARNING",
         **(overrides or {}),

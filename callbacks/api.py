@@ -13,6 +13,7 @@ from callbacks.errors import CallbackMalformed, SignatureInvalid
 from callbacks.services import callback_ingest
 from config.errors import PROBLEM_CONTENT_TYPE
 from config.openapi import ProblemSerializer
+from config.throttling import CallbackRateThrottle
 from payments.providers import (
     NotificationMalformed,
     NotificationSignatureInvalid,
@@ -23,11 +24,12 @@ logger = logging.getLogger(__name__)
 
 
 class SandboxCallbackApi(APIView):
-    # The signature is the authentication: no user, no session, no CSRF, no throttle
-    # (the provider retries until it gets a 2xx; throttling it only delays money).
+    # The signature is the authentication: no user, no session, no CSRF. Throttled per
+    # source address only, generously: the provider retries until it gets a 2xx, so a
+    # 429 (with Retry-After) delays money, and stops a flood before any work is done.
     authentication_classes = []
     permission_classes = [AllowAny]
-    throttle_classes = []
+    throttle_classes = [CallbackRateThrottle]
     # No parsers: the signature covers the raw bytes, and nothing reads the body
     # before the signature checks out.
     parser_classes = []

@@ -19,9 +19,12 @@ notification alone never moves money back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from callbacks.errors import CallbackMismatch, CallbackUnknownPayment
 from callbacks.models import ProviderNotification
@@ -172,3 +175,27 @@ def _apply_refund(
         ),
     )
     return _settled(settled.outcome, settled.reason)
+
+
+# Rows per UPDATE: each batch is its own short statement, never one long lock.
+STRIP_BATCH_SIZE = 1000
+
+
+def callback_unmatched_strip(
+    *, now: datetime | None = None, batch_size: int = STRIP_BATCH_SIZE
+) -> int:
+    """Empty the raw body of unmatched notifications older than the bound; return how many.
+
+    An unmatched notification (no attempt with its out_trade_no) is kept for
+    reconciliation: its parsed fields, outcome and answer stay, so a redelivery still
+    replays and the audit still sees it. Only the verified bytes, the one unbounded
+    part, go after UNMATCHED_NOTIFICATION_BODY_TTL_S. Applied ones keep theirs.
+    """
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.UNMATCHED_NOTIFICATION_BODY_TTL_S)
+    stale = ProviderNotification.objects.filter(
+        outcome=ProviderNotification.Outcome.UNMATCHED, received_at__lt=cutoff
+    ).exclude(raw_payload="")
+    stripped = 0
+    while ids := list(stale.values_list("id", flat=True)[:batch_size]):
+        stripped += ProviderNotification.objects.filter(id__in=ids).update(raw_payload="")
+    return stripped

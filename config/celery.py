@@ -8,4 +8,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("onceshop")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+
+
+def _task_packages() -> list[str]:
+    from django.conf import settings
+
+    # The sandbox's tasks are registered only where the sandbox is served: a deployed
+    # worker refuses (as unregistered) any message naming them.
+    return [
+        name for name in settings.INSTALLED_APPS if name != "sandbox" or settings.SANDBOX_ENABLED
+    ]
+
+
+app.autodiscover_tasks(_task_packages)

@@ -63,9 +63,12 @@ class Child:
     backoff_s: float = RESTART_BACKOFF_FIRST_S
     restart_at: float | None = None
     pidfile: Path | None = None
+    # Plays the provider: serves /sandbox/ and runs its tasks (SANDBOX_ENABLED).
+    provider: bool = False
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.argv, start_new_session=True)
+        env = {**os.environ, "SANDBOX_ENABLED": "true" if self.provider else "false"}
+        self.process = subprocess.Popen(self.argv, start_new_session=True, env=env)
         self.started_at = time.monotonic()
         self.restart_at = None
         if self.pidfile is not None:
@@ -111,7 +114,7 @@ def _gunicorn(bin_dir: str, port: str) -> list[str]:
 def _children(bin_dir: str) -> list[Child]:
     return [
         Child("web", _gunicorn(bin_dir, PORT)),
-        Child("provider", _gunicorn(bin_dir, PROVIDER_PORT)),
+        Child("provider", _gunicorn(bin_dir, PROVIDER_PORT), provider=True),
         Child(
             "worker",
             [
@@ -126,6 +129,8 @@ def _children(bin_dir: str) -> list[Child]:
             ],
             restart=True,
             pidfile=WORKER_PIDFILE,
+            # One worker for both companies here: it delivers the sandbox's notifications.
+            provider=True,
         ),
         Child(
             "beat",

@@ -68,6 +68,19 @@ class PayloadTooLarge(ApplicationError):
     default_detail = "The request body is larger than the server accepts."
 
 
+class TooManyRequests(ApplicationError):
+    """A rate limit or quota was reached; nothing was done. ``Retry-After`` says when."""
+
+    status = 429
+    code = "throttled"
+    title = "Too many requests"
+    default_detail = "Too many requests; retry after the Retry-After."
+
+    def __init__(self, detail: str | None = None, *, retry_after: float, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.headers["Retry-After"] = str(int(retry_after) + 1)
+
+
 class LockTimeout(ApplicationError):
     """A row lock was not granted within ``DATABASE_LOCK_TIMEOUT_MS``; safe to retry."""
 

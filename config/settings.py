@@ -10,6 +10,13 @@ from pathlib import Path
 
 import dj_database_url
 
+from config.production import (
+    DEVELOPMENT_PROVIDER_API_KEY,
+    DEVELOPMENT_SECRET_KEY,
+    DEVELOPMENT_WEBHOOK_SECRET,
+    refuse_unsafe_start,
+)
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -36,18 +43,51 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
-# Without DATABASE_URL / REDIS_URL the embedded servers under .var/ are started
-# (and reused if already running); see config/embedded.py.
-if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+# The demo shows seeded credentials and the chaos controls; never on in production.
+# Anything else is the production profile: no development default is accepted and
+# the process refuses to start until the environment is right (config/production.py).
+DEMO_MODE = env_bool("DEMO_MODE", False)
+if not DEMO_MODE:
+    refuse_unsafe_start(os.environ)
+elif not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+    # Demo only: the embedded servers under .var/ are started (or reused if already
+    # running); see config/embedded.py.
     from config.embedded import ensure_environment
 
     ensure_environment()
 
+# Where the sandbox provider is served from: its URLs, admin and tasks exist only in
+# a process with this on (the demo's provider process and worker, the tests, the
+# bench), never in the shop of a deployment. Its tables stay installed, and empty.
+SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", False)
+
+
+def dev_default(value: str) -> str:
+    """A development default in the demo; nothing at all in production (refused above)."""
+    return value if DEMO_MODE else ""
+
+
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY", "onceshop-insecure-development-key-change-me")
+SECRET_KEY = env_str("SECRET_KEY", dev_default(DEVELOPMENT_SECRET_KEY))
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
-# The demo mode shows seeded credentials and the chaos controls; never on in production.
-DEMO_MODE = env_bool("DEMO_MODE", False)
+
+# --- HTTPS (production profile) ---------------------------------------------------
+# On by default outside the demo, which serves plain http on loopback.
+SESSION_COOKIE_SECURE = not DEMO_MODE
+CSRF_COOKIE_SECURE = not DEMO_MODE
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEMO_MODE)
+# One year, the HSTS preload list's minimum. Subdomains and preload follow the
+# domain: a fork whose subdomains are not all on HTTPS turns both off.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEMO_MODE else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEMO_MODE)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEMO_MODE)
+# How many reverse proxies in front of the app append to X-Forwarded-For and set
+# X-Forwarded-Proto. 0, the default: the client is REMOTE_ADDR and both headers are
+# ignored, since any client can send them. With N > 0 the client is the N-th address
+# from the right of X-Forwarded-For (config/clients.py), and the proxy's
+# X-Forwarded-Proto tells whether the request came over HTTPS.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUSTED_PROXY_COUNT else None
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -179,6 +219,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "expire-unpaid-orders": _every(60.0, "reconcile.tasks.expire_unpaid_orders"),
     # Hourly: records are kept 24 h, so they leave at most ~4 % late.
     "reap-idempotency-keys": _every(3600.0, "idempotency.tasks.reap_idempotency_keys"),
+    # Bodies of unmatched notifications leave after days: hourly is exact enough.
+    "strip-unmatched-notification-bodies": _every(
+        3600.0, "callbacks.tasks.strip_unmatched_notification_bodies"
+    ),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
 }
@@ -191,8 +235,13 @@ LOGIN_URL = "storefront:login"
 LOGIN_REDIRECT_URL = "storefront:home"
 
 # --- Auth, i18n, static -----------------------------------------------------------
+# Django's four: not like the username or e-mail, 8+ characters, not one of the 20,000
+# most common passwords, not all digits. The demo's seeded passwords pass them all.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -229,6 +278,28 @@ CACHES = {
     }
 }
 
+# --- Abuse limits (429 / 409 with a code each; README's contract table) -----------
+# Rates as DRF spells them ("30/min"); empty turns a limit off. Login attempts are
+# counted before the password is checked: the login page, the admin's and the token
+# endpoint share both counters.
+LOGIN_RATE_PER_ADDRESS = env_str("LOGIN_RATE_PER_ADDRESS", "60/min")
+LOGIN_RATE_PER_USERNAME = env_str("LOGIN_RATE_PER_USERNAME", "10/min")
+# The provider's notifications per source address: generous, since the provider
+# retries what we refuse (100/s on average, far above any real provider's pace).
+CALLBACK_RATE_PER_ADDRESS = env_str("CALLBACK_RATE_PER_ADDRESS", "6000/min")
+# Unpaid orders one user may hold at once (each holds stock until ORDER_TTL_S), and
+# idempotency records one user may create per clock hour (each is kept
+# IDEMPOTENCY_KEY_TTL). 0 means no cap.
+MAX_OPEN_ORDERS_PER_USER = env_int("MAX_OPEN_ORDERS_PER_USER", 20)
+MAX_KEYS_PER_USER_PER_HOUR = env_int("MAX_KEYS_PER_USER_PER_HOUR", 10_000)
+# Live checkout forms per session: showing one more evicts the oldest (its submit
+# then answers checkout-token-invalid), so reloading a page cannot fill Redis.
+CHECKOUT_TOKENS_PER_SESSION = env_int("CHECKOUT_TOKENS_PER_SESSION", 20)
+# Notifications that matched no payment are kept for reconciliation; their raw body
+# only this long (7 days), then the reaper empties it: a flood of signed strays
+# cannot grow the table by its bodies.
+UNMATCHED_NOTIFICATION_BODY_TTL_S = env_int("UNMATCHED_NOTIFICATION_BODY_TTL_S", 7 * 24 * 3600)
+
 # Largest request body the API accepts; larger ones get 413 `payload-too-large`.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
@@ -262,17 +333,20 @@ PROVIDER_BASE_URL = env_str("PROVIDER_BASE_URL", "http://127.0.0.1:8001/sandbox"
 # so a request waiting on the provider never looks abandoned while it still runs.
 PROVIDER_TIMEOUT_S = env_float("PROVIDER_TIMEOUT_S", 5.0)
 # The merchant credential the shop presents to the provider.
-PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", "sandbox-merchant-key")
+PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", dev_default(DEVELOPMENT_PROVIDER_API_KEY))
 # The shop's public base URL: the provider sends notifications to it.
 SHOP_BASE_URL = env_str("SHOP_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 # --- Sandbox provider -------------------------------------------------------------
 # HMAC secret of the Sandbox-Signature header. Comma-separated to rotate: the sandbox
 # signs with each (one v1= per secret) and the shop accepts a match with any.
-SANDBOX_WEBHOOK_SECRET = env_str("SANDBOX_WEBHOOK_SECRET", "whsec-onceshop-development")
+SANDBOX_WEBHOOK_SECRET = env_str("SANDBOX_WEBHOOK_SECRET", dev_default(DEVELOPMENT_WEBHOOK_SECRET))
 SANDBOX_WALLET_START = env_int("SANDBOX_WALLET_START", 1_000_000)
 # The merchant keys the sandbox accepts (the shop sends PROVIDER_API_KEY).
 SANDBOX_API_KEYS = env_list("SANDBOX_API_KEYS", PROVIDER_API_KEY)
+# URL prefixes a notify_url must fall under (comma-separated; scheme, host, port and
+# path prefix are compared). Empty: SHOP_BASE_URL, the one shop this sandbox serves.
+SANDBOX_NOTIFY_URLS = env_list("SANDBOX_NOTIFY_URLS", "")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "OnceShop API",

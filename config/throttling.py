@@ -1,47 +1,113 @@
-"""A per-user rate limit that costs O(1) per request.
+"""The project's rate limits, on the O(1) counters of config/ratelimit.py.
 
-DRF's built-in ``UserRateThrottle`` keeps every request time of the window in
-one cache entry and reads and rewrites the whole list on each request, so its
-cost grows with the caller's traffic. This one counts requests in fixed windows:
-``SET NX EX`` and ``INCR`` in one pipelined round trip to Redis, whatever the
-rate. The price is the usual fixed-window edge (up to twice the rate across a
-window boundary), which is fine for a guard against runaway clients.
+* ``UserRateThrottle`` (every API endpoint): per user, or per client address for
+  an anonymous caller (config/clients.py: never a client-supplied X-Forwarded-For).
+* ``CallbackRateThrottle``: the provider's notifications, per source address.
+* ``login_attempt_check``: the login page, the admin login and the token endpoint,
+  per client address and per username, before any password is checked.
 """
 
 from __future__ import annotations
 
-import time
+import functools
+from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from config.redis import redis_client
+from config.clients import client_address
+from config.errors import TooManyRequests, problem_response
+from config.ratelimit import Rate, hashed, hit
 
 
 class UserRateThrottle(SimpleRateThrottle):
     scope = "user"
 
+    def get_ident(self, request: Request) -> str:
+        return client_address(request)
+
     def get_cache_key(self, request: Request, view: Any) -> str:
         ident = request.user.pk if request.user.is_authenticated else self.get_ident(request)
         return f"throttle:{self.scope}:{ident}"
 
-    def allow_request(self, request: Request, view: Any) -> bool:
-        limit, duration = self.parse_rate(self.rate)
-        if limit is None or duration is None:
-            return True
-        now = time.time()
-        key = self.window_key(request, view, now=now)
-        pipe = redis_client().pipeline(transaction=False)
-        pipe.set(key, 0, ex=duration + 1, nx=True)  # the window's counter, if new
-        pipe.incr(key)
-        _, count = pipe.execute()
-        self._wait = duration - (now % duration)
-        return count <= limit
+    def parse_rate(self, rate: str | None) -> tuple[int | None, int | None]:
+        parsed = Rate.parse(rate or "")  # empty: no limit
+        return (parsed.limit, parsed.period_s) if parsed else (None, None)
 
-    def window_key(self, request: Request, view: Any, *, now: float) -> str:
-        _, duration = self.parse_rate(self.rate)
-        return f"{self.get_cache_key(request, view)}:{int(now // (duration or 1))}"
+    def allow_request(self, request: Request, view: Any) -> bool:
+        limit, period = self.parse_rate(self.rate)
+        if limit is None or period is None:
+            return True
+        rate = Rate(limit=limit, period_s=period)
+        wait = hit(self.get_cache_key(request, view), rate)
+        self._wait = wait or 0.0
+        return wait is None
 
     def wait(self) -> float:
         return self._wait
+
+
+class CallbackRateThrottle(UserRateThrottle):
+    """Per source address, whoever signs: checked before the body is even parsed.
+
+    Generous (CALLBACK_RATE_PER_ADDRESS): a provider retries what we refuse, so a
+    429 here only delays its notifications; it stops a flood from filling the
+    table of unmatched notifications or the CPU with signature checks.
+    """
+
+    scope = "callback"
+
+    def get_rate(self) -> str:
+        return str(settings.CALLBACK_RATE_PER_ADDRESS)
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        return f"throttle:{self.scope}:{client_address(request)}"
+
+
+class LoginThrottled(TooManyRequests):
+    """Too many login attempts from this address or for this username: try later."""
+
+    code = "login-throttled"
+    title = "Too many login attempts"
+    default_detail = "Too many login attempts; wait before trying again."
+
+
+def login_attempt_check(request: HttpRequest, username: str) -> None:
+    """Count one login attempt; raise ``LoginThrottled`` past either limit.
+
+    Counted before the password is checked, failed or not: the limits bound the
+    guesses per minute, and a correct guess costs the same as a wrong one. The
+    username is hashed into the key (its spelling is the client's).
+    """
+    limits = [
+        (f"throttle:login-address:{client_address(request)}", settings.LOGIN_RATE_PER_ADDRESS),
+        (
+            f"throttle:login-username:{hashed(username.strip().lower())}",
+            settings.LOGIN_RATE_PER_USERNAME,
+        ),
+    ]
+    waits = [
+        wait
+        for key, text in limits
+        if (rate := Rate.parse(text)) is not None and (wait := hit(key, rate))
+    ]
+    if waits:
+        raise LoginThrottled(retry_after=max(waits))
+
+
+def login_throttled(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """Wrap a form login view (the shop's page, the admin's): throttle its POSTs."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.method == "POST":
+            try:
+                login_attempt_check(request, str(request.POST.get("username", "")))
+            except LoginThrottled as error:
+                return problem_response(error)
+        return view(request, *args, **kwargs)
+
+    return wrapped

@@ -1,6 +1,6 @@
 """GET /api/v1/idempotency-keys/{key}/: what became of my key?"""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,6 +12,7 @@ from idempotency.selectors import idempotency_key_get
 
 
 class IdempotencyKeyDetailApi(APIView):
+    @extend_schema_serializer(component_name="IdempotencyKey")
     class OutputSerializer(serializers.Serializer):
         key = serializers.CharField()
         status = serializers.SerializerMethodField()

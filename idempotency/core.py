@@ -41,7 +41,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.errors import ApplicationError
-from idempotency.errors import IdempotencyKeyInUse, IdempotencyKeyMismatch, UnknownRecoveryPoint
+from config.ratelimit import Rate, hit
+from idempotency.errors import (
+    IdempotencyKeyInUse,
+    IdempotencyKeyMismatch,
+    IdempotencyKeyQuota,
+    UnknownRecoveryPoint,
+)
 from idempotency.models import IdempotencyKey, RecoveryPoint
 
 __all__ = [
@@ -153,6 +159,7 @@ def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
     now = timezone.now()
     record = IdempotencyKey.objects.filter(user_id=request.user_id, key=request.key).first()
     if record is None:
+        _count_new_key(user_id=request.user_id)
         return IdempotencyKey(
             user_id=request.user_id,
             key=request.key,
@@ -177,6 +184,23 @@ def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
         raise IdempotencyKeyInUse()
     record.lock_token, record.locked_at = token, now
     return record
+
+
+def _count_new_key(*, user_id: int) -> None:
+    """Count a record about to be created; refuse it past MAX_KEYS_PER_USER_PER_HOUR.
+
+    Each record is kept IDEMPOTENCY_KEY_TTL (a day): without a cap, one client sending
+    a new key per request could store a day of its traffic. An atomic INCR per user and
+    clock hour in Redis, before the INSERT: at most the cap of records per hour, even
+    under concurrency. A request that counted and then wrote nothing (a race with the
+    same key that ends in a replay, a rolled-back phase) used one unit of the quota:
+    the cap is on attempts to create, which bounds the records.
+    """
+    cap = settings.MAX_KEYS_PER_USER_PER_HOUR
+    if cap <= 0:
+        return
+    if (wait := hit(f"idempotency-quota:{user_id}", Rate(limit=cap, period_s=3600))) is not None:
+        raise IdempotencyKeyQuota(retry_after=wait)
 
 
 def _take_lock(*, record_id: int, now: datetime) -> uuid.UUID | None:

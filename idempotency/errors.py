@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from config.errors import ApplicationError
+from config.errors import ApplicationError, TooManyRequests
 
 
 class IdempotencyKeyMissing(ApplicationError):
@@ -53,3 +53,16 @@ class IdempotencyKeyMismatch(ApplicationError):
 
 class UnknownRecoveryPoint(RuntimeError):
     """A record sits at a recovery point its flow does not know: a programming error."""
+
+
+class IdempotencyKeyQuota(TooManyRequests):
+    """The user created MAX_KEYS_PER_USER_PER_HOUR records this hour; no new one now.
+
+    Checked before a record is written, and only for a new key: a replay of a stored
+    answer never counts and is never refused. Nothing is stored, so the same request
+    succeeds after Retry-After.
+    """
+
+    code = "idempotency-key-quota"
+    title = "Idempotency-Key quota reached"
+    default_detail = "Too many new Idempotency-Keys this hour; retry after the Retry-After."

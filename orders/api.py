@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny, BasePermission, IsAdminUser
 from rest_framework.request import Request
@@ -20,6 +20,9 @@ from orders.services import LineRequest, product_create
 
 
 class ProductListCreateApi(APIView):
+    # Named: every API's nested serializers are "InputSerializer" / "OutputSerializer",
+    # and OpenAPI components must be unique (`check --deploy` says so otherwise).
+    @extend_schema_serializer(component_name="ProductCreate")
     class InputSerializer(serializers.Serializer):
         sku = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9\-_.]{0,63}$")
         name = serializers.CharField(max_length=200)
@@ -27,6 +30,7 @@ class ProductListCreateApi(APIView):
         currency = serializers.RegexField(r"^[A-Z]{3}$")
         stock = serializers.IntegerField(min_value=0, max_value=10**9)
 
+    @extend_schema_serializer(component_name="Product")
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
         name = serializers.CharField()
@@ -58,6 +62,7 @@ class ProductListCreateApi(APIView):
 
 
 class OrderListCreateApi(IdempotentApi):
+    @extend_schema_serializer(component_name="OrderCreate")
     class InputSerializer(serializers.Serializer):
         class LineSerializer(serializers.Serializer):
             sku = serializers.CharField(max_length=64)

@@ -72,3 +72,16 @@ class OrderNotCancellable(ApplicationError):
     title = "Order not cancellable"
     default_detail = "Only an unpaid order without a payment in progress can be cancelled."
     final = True
+
+
+class TooManyOpenOrders(ApplicationError):
+    """The user already holds MAX_OPEN_ORDERS_PER_USER unpaid orders.
+
+    Not final: nothing is stored under the key, so the same request succeeds once an
+    order is paid, cancelled or expired.
+    """
+
+    status = 409
+    code = "too-many-open-orders"
+    title = "Too many open orders"
+    default_detail = "Pay, cancel or wait out one of your unpaid orders first."

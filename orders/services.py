@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -18,6 +18,7 @@ from orders.errors import (
     OrderNotCancellable,
     OutOfStock,
     SkuExists,
+    TooManyOpenOrders,
     UnknownSku,
 )
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
@@ -97,6 +98,29 @@ def _reserve(*, product: Product, quantity: int) -> None:
         )
 
 
+# The first key of the advisory locks taken per user for order creation; the
+# second is the user's id (auth_user.id is a 32-bit integer).
+_OPEN_ORDERS_LOCK = 0x0E0D
+
+
+def _check_open_orders(*, user_id: int) -> None:
+    """Refuse a new order past MAX_OPEN_ORDERS_PER_USER unpaid ones, race-free.
+
+    A count alone would let N concurrent requests all see N-1 orders and all insert.
+    The user's advisory lock, held until this transaction ends, makes every creation
+    of this user's orders count after the previous one committed (READ COMMITTED: the
+    count, a new statement, sees it). Taken before any product row lock, always in the
+    same order, so it cannot deadlock with them; other users never wait on it.
+    """
+    cap = settings.MAX_OPEN_ORDERS_PER_USER
+    if cap <= 0:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_OPEN_ORDERS_LOCK, user_id])
+    if Order.objects.filter(user_id=user_id, status=Order.Status.UNPAID).count() >= cap:
+        raise TooManyOpenOrders()
+
+
 def order_create(
     *, user_id: int, lines: Sequence[LineRequest], idempotency_key: str | None
 ) -> Order:
@@ -124,6 +148,7 @@ def order_create(
 
     try:
         with transaction.atomic():
+            _check_open_orders(user_id=user_id)
             order = Order.objects.create(
                 number=_new_order_number(),
                 user_id=user_id,

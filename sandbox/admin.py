@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest
 
@@ -22,13 +23,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(Wallet)
 class WalletAdmin(ReadOnlyAdmin):
     list_display = ("payer", "balance", "charged_total", "refunded_total", "created_at")
     search_fields = ("payer",)
 
 
-@admin.register(Charge)
 class ChargeAdmin(ReadOnlyAdmin):
     list_display = (
         "trade_no",
@@ -47,7 +46,6 @@ class ChargeAdmin(ReadOnlyAdmin):
     search_fields = ("trade_no", "out_trade_no", "wallet__payer")
 
 
-@admin.register(Refund)
 class RefundAdmin(ReadOnlyAdmin):
     list_display = (
         "refund_id",
@@ -64,13 +62,11 @@ class RefundAdmin(ReadOnlyAdmin):
     search_fields = ("refund_id", "out_refund_no", "charge__out_trade_no", "charge__wallet__payer")
 
 
-@admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(ReadOnlyAdmin):
     list_display = ("key", "charge", "refund", "response_status", "created_at")
     search_fields = ("key", "charge__out_trade_no", "refund__out_refund_no")
 
 
-@admin.register(Notification)
 class NotificationAdmin(ReadOnlyAdmin):
     list_display = (
         "notify_id",
@@ -94,7 +90,17 @@ class NotificationAdmin(ReadOnlyAdmin):
     )
 
 
-@admin.register(Fault)
 class FaultAdmin(ReadOnlyAdmin):
     # Faults are armed and cleared through POST/DELETE /sandbox/v1/faults.
     list_display = ("mode", "target", "remaining", "delay_s", "copies", "updated_at")
+
+
+# Only where the sandbox is served (SANDBOX_ENABLED): a deployed shop's admin has no
+# provider tables to show.
+if settings.SANDBOX_ENABLED:
+    admin.site.register(Wallet, WalletAdmin)
+    admin.site.register(Charge, ChargeAdmin)
+    admin.site.register(Refund, RefundAdmin)
+    admin.site.register(IdempotencyRecord, IdempotencyRecordAdmin)
+    admin.site.register(Notification, NotificationAdmin)
+    admin.site.register(Fault, FaultAdmin)

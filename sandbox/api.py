@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
@@ -82,6 +83,41 @@ def validate_http_url(value: str) -> None:
         raise serializers.ValidationError("Enter an absolute http:// or https:// URL.")
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(parts: SplitResult) -> tuple[str, str | None, int | None]:
+    return parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme)
+
+
+def _under(url: str, prefix: str) -> bool:
+    # Compared parsed, never as strings: "http://shop:8000" is a string prefix of
+    # "http://shop:80001/" and of "http://shop:8000@elsewhere/".
+    try:
+        given, allowed = urlsplit(url), urlsplit(prefix)
+        same_origin = _origin(given) == _origin(allowed)
+    except ValueError:  # a port that is not a number
+        return False
+    base = allowed.path.rstrip("/")
+    in_path = given.path == base or given.path.startswith(base + "/")
+    return same_origin and in_path and given.username is None and given.password is None
+
+
+def validate_notify_url(value: str) -> None:
+    """An http(s) URL under one of ``SANDBOX_NOTIFY_URLS`` (default: ``SHOP_BASE_URL``).
+
+    The sandbox's worker POSTs to this URL: open to any URL, a merchant request could
+    make it call anything the deployment's network reaches (a blind SSRF). Every
+    endpoint taking a ``notify_url`` uses this validator.
+    """
+    validate_http_url(value)
+    allowed = settings.SANDBOX_NOTIFY_URLS or [settings.SHOP_BASE_URL]
+    if not any(_under(value, prefix) for prefix in allowed):
+        raise serializers.ValidationError(
+            "This notify_url is not on the provider's allow-list (SANDBOX_NOTIFY_URLS)."
+        )
+
+
 @extend_schema(exclude=True)
 class MerchantApi(APIView):
     authentication_classes = [MerchantKeyAuthentication]
@@ -99,7 +135,7 @@ class ChargeCreateApi(MerchantApi):
         amount = StrictIntegerField(min_value=1, max_value=MAX_AMOUNT)
         currency = serializers.RegexField(r"^[A-Z]{3}$")
         payer = serializers.CharField(max_length=150, trim_whitespace=False)
-        notify_url = serializers.CharField(max_length=2000, validators=[validate_http_url])
+        notify_url = serializers.CharField(max_length=2000, validators=[validate_notify_url])
 
     def post(self, request: Request) -> Response:
         # The order of checks: auth (initial), then the key, then the body.
@@ -124,7 +160,7 @@ class RefundCreateApi(MerchantApi):
         out_refund_no = serializers.CharField(max_length=64, trim_whitespace=False)
         out_trade_no = serializers.CharField(max_length=64, trim_whitespace=False)
         amount = StrictIntegerField(min_value=1, max_value=MAX_AMOUNT)
-        notify_url = serializers.CharField(max_length=2000, validators=[validate_http_url])
+        notify_url = serializers.CharField(max_length=2000, validators=[validate_notify_url])
 
     def post(self, request: Request) -> Response:
         # The same order of checks as a charge: auth, the key, then the body.

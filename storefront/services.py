@@ -18,6 +18,7 @@ import secrets
 from collections.abc import Callable, Sequence
 
 import redis
+from django.conf import settings
 from django.urls import reverse
 
 from config.errors import as_application_error
@@ -55,22 +56,54 @@ def _receipt_key(*, session_key: str, token: str) -> str:
     return f"checkout-token-used:{session_key}:{token}"
 
 
+def _issued_key(*, session_key: str) -> str:
+    return f"checkout-tokens:{session_key}"
+
+
+# One script, so one atomic step: store the token (NX, with its expiry), append it to
+# the session's list of live tokens, and evict the oldest past the cap. A page
+# reloaded a thousand times thus holds at most CHECKOUT_TOKENS_PER_SESSION tokens in
+# Redis, and the list expires with the newest token it names.
+_ISSUE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+  return -1
+end
+redis.call('RPUSH', KEYS[2], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+local evicted = 0
+while redis.call('LLEN', KEYS[2]) > tonumber(ARGV[4]) do
+  redis.call('DEL', ARGV[5] .. redis.call('LPOP', KEYS[2]))
+  evicted = evicted + 1
+end
+return evicted
+"""
+
+
 def checkout_token_issue(*, session_key: str, user_id: int) -> str:
-    """A new one-time token for one checkout form (one checkout intent)."""
+    """A new one-time token for one checkout form (one checkout intent).
+
+    At most CHECKOUT_TOKENS_PER_SESSION live per session: a new one evicts the
+    oldest, whose form then answers ``checkout-token-invalid`` (nothing ordered).
+    """
     token = secrets.token_urlsafe(CHECKOUT_TOKEN_BYTES)
     try:
         # SET NX EX in ONE command: the expiry can never be missing (SETNX followed by
         # EXPIRE leaves an immortal key if the process dies between them), and NX
         # never overwrites a token that somehow exists already.
-        stored = redis_client().set(
+        evicted = redis_client().eval(
+            _ISSUE,
+            2,
             _token_key(session_key=session_key, token=token),
+            _issued_key(session_key=session_key),
             str(user_id),
-            nx=True,
-            ex=CHECKOUT_TOKEN_TTL_S,
+            CHECKOUT_TOKEN_TTL_S,
+            token,
+            max(1, settings.CHECKOUT_TOKENS_PER_SESSION),
+            _token_key(session_key=session_key, token=""),
         )
     except redis.RedisError as error:
         raise CheckoutUnavailable() from error
-    if not stored:  # 256 random bits collided: a broken RNG, not bad luck
+    if evicted == -1:  # 256 random bits collided: a broken RNG, not bad luck
         raise RuntimeError("checkout token collision")
     return token
 

@@ -434,13 +434,14 @@ def story_run(
 ) -> StoryReport:
     """Replay the founding scenario on a fresh customer; raise StoryUnavailable if it cannot.
 
-    ``provider_url`` defaults to the shop's own ``/sandbox``: the demo mounts its
-    provider there, so pointing the story at another port needs one URL, not two.
+    ``provider_url`` defaults to ``PROVIDER_BASE_URL``, the provider the shop itself
+    pays through: the sandbox is served by its own process (``SANDBOX_ENABLED``),
+    never by the shop, so it is not under ``base_url``.
     """
     shop = (base_url or settings.SHOP_BASE_URL).rstrip("/")
     story = _Story(
         base_url=shop,
-        provider_url=(provider_url or f"{shop}/sandbox").rstrip("/"),
+        provider_url=(provider_url or settings.PROVIDER_BASE_URL).rstrip("/"),
         operator=operator,
         gateway_delay_s=gateway_delay_s,
         wait_s=wait_s,

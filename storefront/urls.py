@@ -3,6 +3,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
+from config.throttling import login_throttled
 from storefront.views import auth, books, chaos, docs, orders, shop, story
 
 app_name = "storefront"
@@ -11,7 +12,7 @@ urlpatterns = [
     path("", shop.home, name="home"),
     path("stock/live/", shop.stock_live, name="stock-live"),
     path("checkout/", shop.checkout, name="checkout"),
-    path("login/", auth.ShopLoginView.as_view(), name="login"),
+    path("login/", login_throttled(auth.ShopLoginView.as_view()), name="login"),
     # POST only (Django 5): a link or an image tag cannot log anyone out.
     path("logout/", LogoutView.as_view(next_page="storefront:home"), name="logout"),
     path("orders/", orders.order_list, name="orders"),

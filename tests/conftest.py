@@ -5,6 +5,7 @@ live server (a threaded server in this process, on loopback); the shop reaches
 it only through PROVIDER_BASE_URL, exactly as in production.
 """
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from rest_framework.test import APIClient
 
+from config import ratelimit
 from config.celery import app as celery_app
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
@@ -203,3 +205,13 @@ def refund(client: APIClient, order: Order, sandbox: str) -> Callable[..., Any]:
         )
 
     return send
+
+
+@pytest.fixture
+def still_clock(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Hold the rate limits' clock at one instant: a test's requests all fall in one
+    window (a window ending mid-test would reset a count). Only the windows' clock:
+    Redis expiries, the database and everything else keep real time."""
+    now = time.time()
+    monkeypatch.setattr(ratelimit, "clock", lambda: now)
+    return now

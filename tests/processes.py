@@ -25,15 +25,26 @@ def run_django(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh Python with Django set up on the test database."""
     prelude = "import django\ndjango.setup()\n"
-    return subprocess.run(
-        [sys.executable, "-c", prelude + textwrap.dedent(code)],
-        cwd=ROOT,
+    return run_python(
+        ["-c", prelude + textwrap.dedent(code)],
         env={
             **os.environ,
             "DATABASE_URL": child_database_url(),
             "DJANGO_SETTINGS_MODULE": "config.settings",
             **(env or {}),
         },
+        timeout=timeout,
+    )
+
+
+def run_python(
+    args: list[str], *, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` from the project root with exactly ``env``; its output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,

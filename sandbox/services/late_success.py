@@ -22,11 +22,14 @@ from sandbox.models import Charge
 from sandbox.services.declines import DECLINE_INSUFFICIENT_FUNDS
 from sandbox.services.notifications import charge_notifications_schedule
 from sandbox.services.wallets import wallet_debit
-from sandbox.tasks import settle_late_success
 
 
 def late_success_enqueue(*, charge_id: int, countdown: float) -> None:
     """Hand the late success to Celery. Called only after the declined charge committed."""
+    # Imported here, as in notification_enqueue: the task is registered only where
+    # the sandbox is served (SANDBOX_ENABLED), not wherever the shop imports services.
+    from sandbox.tasks import settle_late_success
+
     settle_late_success.apply_async(args=(charge_id,), countdown=countdown)
 
 

@@ -12,7 +12,6 @@ from django.db import transaction
 from sandbox.models import Charge, Notification, Refund
 from sandbox.serializers import charge_json, refund_json
 from sandbox.services.faults import NO_FAULTS, AppliedFaults
-from sandbox.tasks import deliver_notification
 
 # The ``event`` of a refund notification. A charge notification has no ``event``:
 # its body stays exactly what merchants already read.
@@ -25,6 +24,12 @@ def _new_notify_id() -> str:
 
 def notification_enqueue(*, notification_id: int, countdown: float) -> None:
     """Hand one notification copy to Celery. Called only after the charge committed."""
+    # Imported here, not at the top: the shop's pages import these services (the demo's
+    # chaos panel), and a module-level import would register the task in every process,
+    # a deployed shop's worker included (config/celery.py registers it only where
+    # SANDBOX_ENABLED).
+    from sandbox.tasks import deliver_notification
+
     deliver_notification.apply_async(args=(notification_id,), countdown=countdown)
 
 

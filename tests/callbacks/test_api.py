@@ -15,17 +15,10 @@ from orders.models import Order
 from payments.models import LedgerEntry, Payment
 from payments.providers import ChargeResult, ChargeStatus
 from payments.providers.sandbox import sign
-from payments.services import payment_create, payment_settle
+from payments.services import payment_settle
 from tests.concurrency.helpers import run_at_once
-from tests.conftest import new_key
 
 URL = "/api/v1/callbacks/sandbox/"
-
-
-@pytest.fixture
-def payment(create_order, user) -> Payment:
-    number = create_order(key=new_key()).json()["number"]
-    return payment_create(user_id=user.pk, order_number=number)
 
 
 def body_for(payment: Payment, **overrides: Any) -> dict[str, Any]:

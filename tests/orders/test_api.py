@@ -293,8 +293,9 @@ def test_header_over_255_characters_and_non_ascii_key_are_400(create_order):
 # transactions are real, not savepoints of a test transaction): authentication,
 # key lookup, then BEGIN, insert key, product lookup, order, line, movement,
 # stock, key update, COMMIT, and the two savepoints (4 statements) that let a
-# business error be stored while its writes roll back.
-ORDER_CREATE_QUERIES = 15
+# business error be stored while its writes roll back; and the open-orders cap
+# (MAX_OPEN_ORDERS_PER_USER): the user's advisory lock, then the count under it.
+ORDER_CREATE_QUERIES = 17
 
 
 @pytest.mark.django_db(transaction=True)

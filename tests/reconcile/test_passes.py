@@ -89,6 +89,7 @@ def test_beat_schedules_every_periodic_job(settings):
         "reconcile.tasks.expire_unpaid_orders",
         "idempotency.tasks.reap_idempotency_keys",
         "reconcile.tasks.fulfil_paid_orders",
+        "callbacks.tasks.strip_unmatched_notification_bodies",
     }
     for entry in schedule.values():
         module, _, name = str(entry["task"]).rpartition(".")

@@ -29,7 +29,8 @@ from tests.factories import UserFactory
 CHARGES = "/sandbox/v1/charges"
 REFUNDS = "/sandbox/v1/refunds"
 FAULTS = "/sandbox/v1/faults"
-NOTIFY_URL = "http://127.0.0.1:9/callbacks/sandbox/"  # never contacted: enqueue is observed
+NOTIFY_ORIGIN = "http://127.0.0.1:9"
+NOTIFY_URL = f"{NOTIFY_ORIGIN}/callbacks/sandbox/"  # never contacted: enqueue is observed
 
 
 def new_ref() -> str:
@@ -55,6 +56,13 @@ def refund_body(out_trade_no: str, **overrides: Any) -> dict[str, Any]:
         "notify_url": NOTIFY_URL,
     }
     return {**body, **overrides}
+
+
+@pytest.fixture(autouse=True)
+def notify_allow_list(settings: Any) -> list[str]:
+    """The merchant endpoint of these tests is the one notify_url allowed."""
+    settings.SANDBOX_NOTIFY_URLS = [NOTIFY_ORIGIN]
+    return settings.SANDBOX_NOTIFY_URLS
 
 
 def merchant_client(key: str | None = None) -> APIClient:

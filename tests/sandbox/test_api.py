@@ -215,10 +215,54 @@ def test_charge_with_a_bad_body_is_400_validation_error(charge, change):
     assert_nothing_charged()
 
 
-def test_notify_url_on_a_private_host_name_is_accepted(charge):
+def test_notify_url_on_a_private_host_name_is_accepted_when_allowed(charge, settings):
+    settings.SANDBOX_NOTIFY_URLS = ["http://web:8000/api/v1/"]
+
     response = charge(charge_body(notify_url="http://web:8000/api/v1/callbacks/sandbox/"))
 
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.0.0.7:6379/",  # anywhere else on the deployment's network
+        "http://169.254.169.254/latest/meta-data/",
+        "https://127.0.0.1:9/callbacks/sandbox/",  # another scheme
+        "http://127.0.0.1:90/callbacks/sandbox/",  # a port with the allowed one as prefix
+        "http://127.0.0.1:9@evil.example/callbacks/sandbox/",  # userinfo, then a host
+        "http://127.0.0.1:9.evil.example/callbacks/sandbox/",
+        "http://127.0.0.1:99999999/",  # not a port at all
+    ],
+)
+def test_notify_url_outside_the_allow_list_is_400_and_nothing_charged(charge, url):
+    response = charge(charge_body(notify_url=url))
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "validation-error"
+    assert "notify_url" in response.json()["errors"]
+    assert_nothing_charged()
+
+
+def test_the_allow_list_is_a_path_prefix(charge, settings):
+    settings.SANDBOX_NOTIFY_URLS = ["http://shop:8000/api/v1/callbacks"]
+
+    inside = charge(charge_body(notify_url="http://shop:8000/api/v1/callbacks/sandbox/"))
+    beside = charge(charge_body(notify_url="http://shop:8000/api/v1/callbacks-evil/"))
+
+    assert inside.status_code == 200
+    assert beside.status_code == 400
+
+
+def test_the_allow_list_defaults_to_the_shop_base_url(charge, settings):
+    settings.SANDBOX_NOTIFY_URLS = []
+    settings.SHOP_BASE_URL = "https://shop.example"
+
+    own = charge(charge_body(notify_url="https://shop.example/api/v1/callbacks/sandbox/"))
+    other = charge(charge_body(notify_url="http://127.0.0.1:9/callbacks/sandbox/"))
+
+    assert own.status_code == 200
+    assert other.status_code == 400
 
 
 def test_missing_fields_are_400(charge):

@@ -270,6 +270,7 @@ def test_a_refund_without_an_idempotency_key_is_400(paid, merchant):
         {"out_refund_no": ""},
         {"out_refund_no": "x" * 65},
         {"notify_url": "not a url"},
+        {"notify_url": "http://169.254.169.254/latest/meta-data/"},  # off the allow-list
     ],
     ids=str,
 )

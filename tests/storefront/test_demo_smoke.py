@@ -18,6 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = [".venv/bin/python", "-m", "config.embedded", "--", ".venv/bin/python", "-m", "config.demo"]
 # From a clean var dir: initdb, migrate, collectstatic, seed, then three servers.
 START_S = 100
+ONCESHOP_OWN = {
+    "DATABASE_URL",
+    "REDIS_URL",
+    "SHOP_BASE_URL",
+    "PROVIDER_BASE_URL",
+    "DJANGO_SETTINGS_MODULE",
+}
 STOP_S = 40
 
 
@@ -88,7 +95,14 @@ def test_make_demo_starts_from_clean_restarts_its_worker_and_stops_everything(tm
         for name, value in os.environ.items()
         # Unset: the demo must start its own embedded PostgreSQL and Redis, and derive
         # its URLs from PORT.
-        if name not in {"DATABASE_URL", "REDIS_URL", "SHOP_BASE_URL", "PROVIDER_BASE_URL"}
+        if name
+        not in {
+            "DATABASE_URL",
+            "REDIS_URL",
+            "SHOP_BASE_URL",
+            "PROVIDER_BASE_URL",
+            "DJANGO_SETTINGS_MODULE",
+        }
     }
     env |= {"ONCESHOP_VAR_DIR": str(var), "PORT": str(port)}
     log = tmp_path / "demo.log"

@@ -116,3 +116,14 @@ def test_the_story_button_is_refused_outside_demo_mode(settings, alice, web_for)
     response = web_for(alice).post("/story/")
 
     assert response.status_code == 403
+
+
+def test_the_story_scripts_the_provider_the_shop_pays_through_not_the_shop(
+    sandbox, live_server, operator, product, settings
+):
+    # The demo serves the sandbox on its own port, never under the shop's URL: with
+    # the provider unreachable, the story must stop there, not find /sandbox on the shop.
+    settings.PROVIDER_BASE_URL = "http://127.0.0.1:9/sandbox"
+
+    with pytest.raises(StoryUnavailable, match=r"127\.0\.0\.1:9/sandbox is not reachable"):
+        story_run(base_url=live_server.url, gateway_delay_s=GATEWAY_DELAY_S, wait_s=WAIT_S)

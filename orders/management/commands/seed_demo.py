@@ -1,9 +1,14 @@
-"""Seed a small catalogue, a staff user and two demo customers (idempotent)."""
+"""Seed a small catalogue, a staff user and two demo customers (idempotent).
+
+Demo mode only: the passwords are printed here and on the login page, so a shop
+in production refuses to create these accounts at all.
+"""
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
 from orders.models import Product
@@ -26,6 +31,11 @@ class Command(BaseCommand):
     help = "Seed the demo catalogue and users; print their API tokens."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEMO_MODE:
+            raise CommandError(
+                "seed_demo runs only in demo mode (DEMO_MODE=true): it creates accounts "
+                "whose passwords are public."
+            )
         for sku, name, price, stock in CATALOGUE:
             if not Product.objects.filter(sku=sku).exists():
                 product_create(sku=sku, name=name, price=price, currency="CNY", stock=stock)

@@ -23,7 +23,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", help="The shop (default: SHOP_BASE_URL).")
         parser.add_argument(
-            "--provider-url", help="The sandbox provider (default: <base-url>/sandbox)."
+            "--provider-url", help="The sandbox provider (default: PROVIDER_BASE_URL)."
         )
         parser.add_argument(
             "--operator", default="staff", help="Staff user who scripts the provider's faults."

@@ -1,0 +1,86 @@
+"""The production profile: what a deployment must set before anything starts.
+
+Whenever ``DEMO_MODE`` is not true, ``config.settings`` calls
+``refuse_unsafe_start`` before anything else is configured, so every process
+that loads the settings (gunicorn, the Celery worker and beat, every
+``manage.py`` command, ``migrate`` included) stops with one message naming every
+problem at once. Failing on the first would turn a fix into a loop of restarts.
+``migrate`` is refused too, on purpose: an environment with a public secret or a
+missing Redis is not one to change a production database from; the fix is the
+environment, and it takes one restart.
+
+Pure functions of the environment, so each rule has its own fast test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.core.exceptions import ImproperlyConfigured
+
+# The development defaults the demo runs with. Public (they are in this file), so
+# a production process seeing any of them would be open to anyone who read it.
+DEVELOPMENT_SECRET_KEY = "onceshop-insecure-development-key-change-me"  # noqa: S105
+DEVELOPMENT_WEBHOOK_SECRET = "whsec-onceshop-development"  # noqa: S105
+DEVELOPMENT_PROVIDER_API_KEY = "sandbox-merchant-key"
+# Django's own deploy check (security.W009) wants at least 50 characters.
+SECRET_KEY_MIN_LENGTH = 50
+
+
+def _split(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _on(raw: str) -> bool:
+    # The same spelling of true as config.settings.env_bool.
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def production_problems(env: Mapping[str, str]) -> list[str]:
+    """Every reason the environment ``env`` is unsafe to serve from, in a fixed order."""
+    problems: list[str] = []
+    secret_key = env.get("SECRET_KEY", "")
+    if not secret_key:
+        problems.append("SECRET_KEY is not set")
+    elif secret_key == DEVELOPMENT_SECRET_KEY or secret_key.startswith("django-insecure"):
+        problems.append("SECRET_KEY is a development default")
+    elif len(secret_key) < SECRET_KEY_MIN_LENGTH:
+        problems.append(f"SECRET_KEY is shorter than {SECRET_KEY_MIN_LENGTH} characters")
+
+    webhook_secrets = _split(env.get("SANDBOX_WEBHOOK_SECRET", ""))
+    if not webhook_secrets:
+        problems.append("SANDBOX_WEBHOOK_SECRET is not set")
+    elif DEVELOPMENT_WEBHOOK_SECRET in webhook_secrets:
+        # Even as one of several while rotating: anyone can sign with it.
+        problems.append("SANDBOX_WEBHOOK_SECRET is (or includes) the development default")
+
+    provider_key = env.get("PROVIDER_API_KEY", "").strip()
+    if not provider_key:
+        problems.append("PROVIDER_API_KEY is not set")
+    elif provider_key == DEVELOPMENT_PROVIDER_API_KEY:
+        problems.append("PROVIDER_API_KEY is the development default")
+    if DEVELOPMENT_PROVIDER_API_KEY in _split(env.get("SANDBOX_API_KEYS", "")):
+        problems.append("SANDBOX_API_KEYS includes the development default")
+
+    # Unset, the demo would start embedded servers under .var/: never in production.
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        if not env.get(name, "").strip():
+            problems.append(f"{name} is not set (no embedded servers in production)")
+    if _on(env.get("DEBUG", "")):
+        problems.append("DEBUG is on (it shows settings and code in error pages)")
+    if _on(env.get("SANDBOX_ENABLED", "")):
+        problems.append("SANDBOX_ENABLED is on (the sandbox is the demo's stand-in provider)")
+    return problems
+
+
+def refuse_unsafe_start(env: Mapping[str, str]) -> None:
+    """Raise one ``ImproperlyConfigured`` naming every problem, if there is any."""
+    problems = production_problems(env)
+    if problems:
+        listed = "\n".join(f"  - {problem}" for problem in problems)
+        raise ImproperlyConfigured(
+            "OnceShop refuses to start in the production profile (DEMO_MODE is not true):\n"
+            f"{listed}\n"
+            "Set them in the environment (README, 'Deploying'); DEMO_MODE=true is for "
+            "the local demo only."
+        )

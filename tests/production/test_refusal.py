@@ -1,0 +1,112 @@
+"""Production profile: nothing starts with a missing or public secret, and one message
+names every problem (config/production.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.production import (
+    DEVELOPMENT_PROVIDER_API_KEY,
+    DEVELOPMENT_SECRET_KEY,
+    DEVELOPMENT_WEBHOOK_SECRET,
+    refuse_unsafe_start,
+)
+from tests.processes import run_python
+from tests.production.environment import production_env
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"SECRET_KEY": ""}, "SECRET_KEY is not set"),
+        ({"SECRET_KEY": DEVELOPMENT_SECRET_KEY}, "SECRET_KEY is a development default"),
+        ({"SECRET_KEY": "django-insecure-" + "x" * 50}, "SECRET_KEY is a development default"),
+        ({"SECRET_KEY": "s" * 49}, "SECRET_KEY is shorter than 50 characters"),
+        ({"SANDBOX_WEBHOOK_SECRET": ""}, "SANDBOX_WEBHOOK_SECRET is not set"),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": DEVELOPMENT_WEBHOOK_SECRET},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) the development default",
+        ),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": f"whsec-new,{DEVELOPMENT_WEBHOOK_SECRET}"},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) the development default",
+        ),
+        ({"PROVIDER_API_KEY": ""}, "PROVIDER_API_KEY is not set"),
+        (
+            {"PROVIDER_API_KEY": DEVELOPMENT_PROVIDER_API_KEY},
+            "PROVIDER_API_KEY is the development default",
+        ),
+        (
+            {"SANDBOX_API_KEYS": DEVELOPMENT_PROVIDER_API_KEY},
+            "SANDBOX_API_KEYS includes the development default",
+        ),
+        ({"DATABASE_URL": ""}, "DATABASE_URL is not set"),
+        ({"REDIS_URL": ""}, "REDIS_URL is not set"),
+        ({"DEBUG": "true"}, "DEBUG is on"),
+        ({"SANDBOX_ENABLED": "true"}, "SANDBOX_ENABLED is on"),
+    ],
+)
+def test_each_unsafe_setting_is_refused_and_named(overrides, named):
+    env = production_env(**overrides)
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        refuse_unsafe_start(env)
+
+    message = str(refused.value)
+    assert named in message
+    assert message.count("\n  - ") == 1  # that one problem, no other
+
+
+def test_the_documented_production_settings_are_accepted():
+    refuse_unsafe_start(production_env())  # does not raise
+
+
+def test_one_message_names_every_problem_at_once():
+    env = production_env(
+        SECRET_KEY="", SANDBOX_WEBHOOK_SECRET="", PROVIDER_API_KEY="", DATABASE_URL="", REDIS_URL=""
+    )
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        refuse_unsafe_start(env)
+
+    message = str(refused.value)
+    for name in (
+        "SECRET_KEY",
+        "SANDBOX_WEBHOOK_SECRET",
+        "PROVIDER_API_KEY",
+        "DATABASE_URL",
+        "REDIS_URL",
+    ):
+        assert f"{name} is not set" in message
+
+
+BARE = {
+    "SECRET_KEY": "",
+    "SANDBOX_WEBHOOK_SECRET": "",
+    "PROVIDER_API_KEY": "",
+    "DATABASE_URL": "",
+    "REDIS_URL": "",
+}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["manage.py", "runserver", "--noreload", "127.0.0.1:0"], id="runserver"),
+        pytest.param(["manage.py", "migrate", "--no-input"], id="migrate"),
+        pytest.param(["-c", "import config.wsgi"], id="gunicorn"),
+        pytest.param(["-m", "celery", "-A", "config.celery:app", "worker"], id="worker"),
+        pytest.param(["-m", "celery", "-A", "config.celery:app", "beat"], id="beat"),
+    ],
+)
+def test_a_process_without_its_settings_refuses_to_start(argv, tmp_path):
+    # Without DATABASE_URL / REDIS_URL: not one embedded server may start either.
+    env = production_env(**BARE, ONCESHOP_VAR_DIR=str(tmp_path / "var"))
+
+    result = run_python(argv, env=env)
+
+    assert result.returncode != 0
+    assert "refuses to start in the production profile" in result.stderr + result.stdout
+    assert "SANDBOX_WEBHOOK_SECRET is not set" in result.stderr + result.stdout
+    assert not (tmp_path / "var").exists()
