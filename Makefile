@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WITH_SERVICES := $(PY) -m config.embedded --
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench lab clean
 
 install: $(STAMP)
 
@@ -39,6 +39,10 @@ format: install
 
 bench: install
 	$(WITH_SERVICES) $(PY) -m bench
+
+# The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
+lab: install
+	$(WITH_SERVICES) $(PY) -m lab $(EXP)
 
 clean:
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache
