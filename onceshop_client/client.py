@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import requests
+from requests.structures import CaseInsensitiveDict
 
 from onceshop_client.models import Line, Order, Product
 from onceshop_client.retry import RetryPolicy, is_retryable, parse_retry_after
@@ -259,7 +260,8 @@ def _reply(response: requests.Response, *, key: str | None, attempts: int) -> Re
     return Reply(
         status=response.status_code,
         body=body,
-        headers=dict(response.headers),
+        # Header names are case-insensitive (and lower-case over HTTP/2).
+        headers=CaseInsensitiveDict(response.headers),
         key=key,
         attempts=attempts,
     )

@@ -88,12 +88,17 @@ def test_a_503_after_the_provider_charged_is_retried_with_the_same_key(
     shop, number, fault, wire, user, wallet, mode, options
 ):
     fault(mode, **options)
+    waits: list[tuple[int, float, int | None]] = []
+    shop.on_retry = lambda attempt, delay, reply: waits.append(
+        (attempt, delay, reply.status if reply else None)
+    )
 
     paid = shop.pay(number)
 
     assert paid.status == 200
     assert paid.body["status"] == "PAID"
     assert paid.attempts == 2  # 503 payment-outcome-unknown, then the resumed pay
+    assert waits == [(1, 2.0, 503)]  # Retry-After: 2 beats the policy's shorter backoff
     pay_keys = wire.sent[1:]  # after the order's creation
     assert pay_keys == [paid.key, paid.key]
     assert Order.objects.filter(user=user).count() == 1
@@ -121,6 +126,22 @@ def test_a_409_in_use_is_retried_and_gets_the_first_requests_answer(
     assert second.attempts >= 2  # at least one 409 idempotency-key-in-use, then the replay
     assert second.replayed
     assert second.body == first["reply"].body
+    assert_paid_once(Order.objects.get(number=number), user, wallet)
+
+
+def test_a_read_timeout_is_retried_with_the_same_key_and_ends_with_one_charge(
+    number, fault, live_server, user, wallet
+):
+    # The shop takes 1.5 s to answer (a slow provider); the client waits 0.5 s.
+    fault("timeout_after_commit", delay_s=1.5)
+    impatient = OnceShopClient(
+        live_server.url, token=user.auth_token.key, policy=FAST, timeout=(3.0, 0.5)
+    )
+
+    paid = impatient.pay(number)
+
+    # Timed out; then 409 in use while the first still ran, and its answer.
+    assert paid.attempts >= 2
     assert_paid_once(Order.objects.get(number=number), user, wallet)
 
 
