@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.db import connection, connections
 from rest_framework.authtoken.models import Token
 
-from orders.models import Product
+from orders.models import Order, Product
 from orders.services import LineRequest, product_create
 
 T = TypeVar("T")
@@ -67,6 +67,11 @@ class Lab:
             currency="CNY",
             stock=stock,
         )
+
+    @staticmethod
+    def orders_of(user: User) -> int:
+        """How many orders the database holds for ``user``: what experiments count."""
+        return Order.objects.filter(user=user).count()
 
     @staticmethod
     def one(product: Product, quantity: int = 1) -> list[LineRequest]:

@@ -39,7 +39,7 @@ class StormConditions:
     service_s: float = 0.02  # capacity: workers / service_s = 100 requests a second
     outage_s: float = 1.0
     client_timeout_s: float = 0.25  # a client gives up on an answer after this
-    limit_s: float = 5.0  # how long after the outage we wait for everyone to get through
+    limit_s: float = 6.0  # how long after the outage we wait for everyone to get through
 
 
 @dataclass(frozen=True)

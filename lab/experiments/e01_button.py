@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from lab.context import Lab
 from lab.report import Finding
-from orders.models import Order
 from orders.services import LineRequest, order_create
 from storefront.services import checkout_submit, checkout_token_issue
 
@@ -42,8 +41,8 @@ def run(lab: Lab) -> Finding:
         for _submit in range(2)
     ]
 
-    naive_orders = Order.objects.filter(user=naive).count()
-    our_orders = Order.objects.filter(user=ours).count()
+    naive_orders = lab.orders_of(naive)
+    our_orders = lab.orders_of(ours)
     replayed = sum(answer.replayed for answer in answers)
     return Finding(
         number=1,

@@ -18,7 +18,6 @@ from idempotency.core import Outcome
 from lab.context import Lab, at_once
 from lab.onceshop import order_create_once
 from lab.report import Finding
-from orders.models import Order
 from orders.services import LineRequest
 
 MISTAKE = "a low-entropy key (a millisecond timestamp)"
@@ -55,7 +54,7 @@ def _intents(lab: Lab, *, label: str, make_key: Callable[[], str]) -> tuple[int,
         return order_create_once(user_id=user.pk, key=key, lines=lines)
 
     answers = at_once(lab.scale.concurrent_intents, intent)
-    orders = Order.objects.filter(user=user).count()
+    orders = lab.orders_of(user)
     others = sum(1 for a in answers if not isinstance(a, Outcome) or a.replayed)
     return orders, others
 

@@ -52,13 +52,13 @@ def run(lab: Lab) -> Finding:
     with scratch_table(NAIVE_TABLE, NAIVE_DDL):
         naive_create(user_id=alice.pk, key=KEY, lines=lines)
         bob_naive = naive_create(user_id=bob.pk, key=KEY, lines=lines)
-        naive_bob_orders = Order.objects.filter(user=bob).count()
+        naive_bob_orders = lab.orders_of(bob)
 
     carol, dave = lab.customer("scope-c"), lab.customer("scope-d")
     answers: dict[int, Any] = {}
     for user in (carol, dave):
         answers[user.pk] = order_create_once(user_id=user.pk, key=KEY, lines=lines).body
-    dave_orders = Order.objects.filter(user=dave).count()
+    dave_orders = lab.orders_of(dave)
     naive_leak = int(_theirs(bob_naive, bob.pk))
     our_leak = int(_theirs(answers[dave.pk], dave.pk))
     return Finding(

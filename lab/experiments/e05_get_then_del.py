@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from config.redis import redis_client
 from lab.context import Lab, at_once
 from lab.report import Finding
-from orders.models import Order
 from orders.services import LineRequest, order_create
 from storefront.services import checkout_submit, checkout_token_issue
 
@@ -57,8 +56,8 @@ def run(lab: Lab) -> Finding:
         submits,
         lambda _i: checkout_submit(user_id=ours.pk, session_key=session, token=token, lines=lines),
     )
-    naive_orders = Order.objects.filter(user=naive).count()
-    our_orders = Order.objects.filter(user=ours).count()
+    naive_orders = lab.orders_of(naive)
+    our_orders = lab.orders_of(ours)
     return Finding(
         number=5,
         mistake=MISTAKE,

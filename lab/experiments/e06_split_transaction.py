@@ -25,10 +25,10 @@ from lab.crash import Crash, crash_all, die, kill_before_the_record_is_written
 from lab.onceshop import order_create_once
 from lab.report import Finding
 from lab.tables import scratch_table
-from orders.models import Order
 from orders.services import LineRequest, order_create
 
 MISTAKE = "dedupe record in another transaction than the business row"
+NAIVE_VARIANTS = ("record-first", "order-first")
 NAIVE_TABLE = "lab_split_dedupe"
 NAIVE_DDL = (
     f"CREATE TABLE {NAIVE_TABLE} (user_id bigint NOT NULL, key text NOT NULL, "
@@ -73,54 +73,44 @@ def run(lab: Lab) -> Finding:
     lines = lab.one(product)
     key = "checkout-1"
     counts: dict[str, float] = {}
-    users = {
-        variant: lab.customer(variant) for variant in ("record-first", "order-first", "onceshop")
-    }
+    users = {variant: lab.customer(variant) for variant in (*NAIVE_VARIANTS, "onceshop")}
     with scratch_table(NAIVE_TABLE, NAIVE_DDL):
         # Each variant's first request, in a process that dies half-way through it.
         crash_all(
             [
                 Crash(
-                    "record-first",
+                    variant,
                     partial(
                         naive_create,
-                        user_id=users["record-first"].pk,
+                        user_id=users[variant].pk,
                         key=key,
                         lines=lines,
-                        record_first=True,
+                        record_first=variant == "record-first",
                         between=die,
                     ),
-                ),
-                Crash(
-                    "order-first",
-                    partial(
-                        naive_create,
-                        user_id=users["order-first"].pk,
-                        key=key,
-                        lines=lines,
-                        record_first=False,
-                        between=die,
-                    ),
-                ),
+                )
+                for variant in NAIVE_VARIANTS
+            ]
+            + [
                 Crash(
                     "onceshop",
                     partial(order_create_once, user_id=users["onceshop"].pk, key=key, lines=lines),
                     hook=kill_before_the_record_is_written,
-                ),
+                )
             ]
         )
-        for variant in ("record-first", "order-first"):
+        for variant in NAIVE_VARIANTS:
             user = users[variant]
             # The retry, here, after the crash.
             naive_create(
                 user_id=user.pk, key=key, lines=lines, record_first=variant == "record-first"
             )
-            counts[f"{variant}_orders"] = Order.objects.filter(user=user).count()
+            counts[f"{variant}_orders"] = lab.orders_of(user)
 
     ours = users["onceshop"]
-    counts["onceshop_orders_after_crash"] = Order.objects.filter(user=ours).count()
+    counts["onceshop_orders_after_crash"] = lab.orders_of(ours)
     retry = order_create_once(user_id=ours.pk, key=key, lines=lines)
-    counts["onceshop_orders"] = Order.objects.filter(user=ours).count()
+    counts["onceshop_orders"] = lab.orders_of(ours)
     counts["onceshop_records"] = IdempotencyKey.objects.filter(user=ours).count()
     return Finding(
         number=6,

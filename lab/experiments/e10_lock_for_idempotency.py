@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from lab.context import Lab
 from lab.onceshop import order_create_once
 from lab.report import Finding
-from orders.models import Order
 from orders.services import LineRequest, order_create
 from reconcile.locks import single_runner
 
@@ -41,8 +40,8 @@ def run(lab: Lab) -> Finding:
 
     ours = lab.customer("lock-onceshop")
     outcomes = [order_create_once(user_id=ours.pk, key=key, lines=lines) for _submit in range(2)]
-    naive_orders = Order.objects.filter(user=naive).count()
-    our_orders = Order.objects.filter(user=ours).count()
+    naive_orders = lab.orders_of(naive)
+    our_orders = lab.orders_of(ours)
     return Finding(
         number=10,
         mistake=MISTAKE,
