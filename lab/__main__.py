@@ -63,8 +63,6 @@ def main(argv: list[str]) -> int:
     import django
 
     django.setup()
-    # The experiments provoke 5xx and 4xx answers on purpose: not news here.
-    logging.getLogger("django.request").setLevel(logging.CRITICAL)
     from config.redis import redis_client
     from lab.context import Lab, Scale
     from lab.experiments import MODULES, runner
@@ -74,6 +72,11 @@ def main(argv: list[str]) -> int:
     findings = []
     try:
         with serving(int(port)) as base_url:
+            # The experiments provoke 5xx and 4xx answers and provider faults on
+            # purpose: not news here. (After serving: the WSGI app's set-up
+            # configures logging again.)
+            logging.getLogger("django.request").setLevel(logging.CRITICAL)
+            logging.getLogger("sandbox").setLevel(logging.WARNING)
             lab = Lab(base_url=base_url, scale=Scale())
             for number in wanted:
                 print(f"lab: {number}. {MODULES[number].MISTAKE} ...", end=" ", flush=True)

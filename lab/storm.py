@@ -7,6 +7,10 @@ work. Like most servers it cannot tell that a client has already given up: a
 request that waited in the queue longer than its client's timeout is still
 worked on, and its answer goes nowhere (wasted work).
 
+The clients send the same request and follow the same rule about what to
+retry (``onceshop_client``'s ``is_retryable``); they differ only in how long
+they wait before retrying: not at all, or ``onceshop_client``'s schedule.
+
 Everything runs in this process on loopback; the counts are the server's own
 (requests received, work done) and the clients' (attempts, successes).
 """
@@ -20,9 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import requests
-
-from onceshop_client import GaveUp, OnceShopClient, RetryPolicy, new_key
+from onceshop_client import RetryPolicy, is_retryable
 
 _RESPONSES = {
     200: b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -61,7 +63,7 @@ class CapacityServer:
         self.conditions = conditions
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=4096)
         self._listener.settimeout(0.05)  # so workers notice the end of the run
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.received = 0
@@ -117,24 +119,34 @@ def _read_request(conn: socket.socket) -> bool:
     return True
 
 
-# --- the two kinds of client: each returns (attempts, succeeded) ----------------------
+# --- the clients: the same request, two schedules ---------------------------------------
+
+REQUEST = b"POST /work HTTP/1.1\r\nHost: storm\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
-def naive_client(url: str, conditions: StormConditions, stop: threading.Event) -> tuple[int, bool]:
-    """Retry at once, every time, until it works."""
-    attempts = 0
-    while not stop.is_set():
-        attempts += 1
-        try:
-            response = requests.post(url + "/work", timeout=(1.0, conditions.client_timeout_s))
-        except requests.RequestException:
-            continue
-        if response.status_code == 200:
-            return attempts, True
-    return attempts, False
+def attempt(address: tuple[str, int], timeout_s: float) -> int | None:
+    """One request on a fresh connection: the answer's status, or None (no answer in time).
+
+    Plain sockets rather than ``requests``: the clients share this process with the
+    server, so they should cost it as little CPU as possible.
+    """
+    try:
+        with socket.create_connection(address, timeout=timeout_s) as conn:
+            conn.sendall(REQUEST)
+            head = conn.recv(64)
+    except OSError:
+        return None  # refused, reset, or timed out: a retry is in order
+    parts = head.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def immediately(_retry: int) -> float:
+    """The naive schedule: no wait at all."""
+    return 0.0
 
 
 def backoff_policy(conditions: StormConditions) -> RetryPolicy:
+    """onceshop_client's schedule: capped exponential backoff with full jitter."""
     return RetryPolicy(
         max_attempts=10_000,  # the time budget is what ends it here
         max_elapsed_s=conditions.outage_s + conditions.limit_s,
@@ -143,24 +155,30 @@ def backoff_policy(conditions: StormConditions) -> RetryPolicy:
     )
 
 
-def backoff_client(
-    url: str, conditions: StormConditions, stop: threading.Event
+def run_client(
+    address: tuple[str, int],
+    conditions: StormConditions,
+    wait: Callable[[int], float],
+    stop: threading.Event,
 ) -> tuple[int, bool]:
-    """onceshop_client: the same key, capped exponential backoff with full jitter."""
-    client = OnceShopClient(
-        url, policy=backoff_policy(conditions), timeout=(1.0, conditions.client_timeout_s)
-    )
-    try:
-        reply = client.send("POST", "/work", key=new_key())
-    except GaveUp as gave_up:
-        return gave_up.attempts, False
-    return reply.attempts, True
+    """Send until a 200 (or the end of the run); returns (attempts, succeeded).
+
+    What is retried is the client's rule (``is_retryable``: no answer, or a 5xx);
+    only the wait between attempts differs between the two kinds of client.
+    """
+    attempts = 0
+    while not stop.is_set():
+        status = attempt(address, conditions.client_timeout_s)
+        attempts += 1
+        if status == 200:
+            return attempts, True
+        if status is not None and not is_retryable(status=status, code=""):
+            return attempts, False
+        stop.wait(wait(attempts - 1))  # returns at once when the run ends
+    return attempts, False
 
 
-Client = Callable[[str, StormConditions, threading.Event], tuple[int, bool]]
-
-
-def storm(client: Client, conditions: StormConditions) -> StormResult:
+def storm(wait: Callable[[int], float], conditions: StormConditions) -> StormResult:
     """All clients start at the outage, together; measure until all got through or the limit."""
     server = CapacityServer(conditions)
     stop = threading.Event()
@@ -171,7 +189,7 @@ def storm(client: Client, conditions: StormConditions) -> StormResult:
 
     def run() -> None:
         barrier.wait()
-        attempts, succeeded = client(server.url, conditions, stop)
+        attempts, succeeded = run_client(server.address, conditions, wait, stop)
         with lock:
             totals["attempts"] += attempts
             if succeeded:

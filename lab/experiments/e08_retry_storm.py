@@ -6,17 +6,20 @@ when it comes back they arrive all together, more than its capacity: requests
 wait in its queue longer than their clients wait for them, so it works on
 requests nobody is waiting for, the clients time out and send more, and it
 stays overloaded (a metastable failure). The same clients with capped
-exponential backoff and full jitter (``onceshop_client``'s schedule) send a
-few requests each, spread out, and the server drains its queue and recovers.
+exponential backoff and full jitter (``onceshop_client``'s schedule, the only
+difference between the two runs) send a few requests each, spread out, and
+the server drains its queue and recovers.
 
 The server and the clients run in this process, on loopback (``lab/storm.py``).
 """
 
 from __future__ import annotations
 
+import random
+
 from lab.context import Lab
 from lab.report import Finding
-from lab.storm import StormConditions, StormResult, backoff_client, naive_client, storm
+from lab.storm import StormConditions, StormResult, backoff_policy, immediately, storm
 
 MISTAKE = "retries without backoff and jitter"
 
@@ -29,8 +32,10 @@ def _recovery(result: StormResult, limit_s: float) -> str:
 
 def run(lab: Lab) -> Finding:
     conditions = StormConditions(clients=lab.scale.storm_clients)
-    naive = storm(naive_client, conditions)
-    ours = storm(backoff_client, conditions)
+    naive = storm(immediately, conditions)
+    policy = backoff_policy(conditions)
+    rng = random.Random()  # noqa: S311 - jitter, not a secret
+    ours = storm(lambda retry: policy.delay(retry, rng=rng), conditions)
     capacity = conditions.workers / conditions.service_s
     return Finding(
         number=8,

@@ -34,7 +34,8 @@ def selected_experiments(request: pytest.FixtureRequest) -> set[int]:
     """The experiments whose tests were selected in this module (``-k`` honoured)."""
     numbers = set()
     for item in request.session.items:
-        if item.module is request.module and (match := re.match(r"test_(\d+)_", item.name)):
+        in_module = getattr(item, "module", None) is request.module
+        if in_module and (match := re.match(r"test_(\d+)_", item.name)):
             numbers.add(int(match.group(1)))
     return numbers
 
@@ -126,7 +127,7 @@ def test_7_wrong_key_discipline_charges_twice_or_stays_stuck(counts):
 
 def test_8_immediate_retries_amplify_load_and_keep_the_server_down(counts):
     found = counts(8)
-    assert found["naive_amplification"] > found["onceshop_amplification"]
+    assert found["naive_amplification"] > 3 * found["onceshop_amplification"]
     assert found["naive_wasted"] > found["onceshop_wasted"]
     assert found["naive_succeeded"] < found["clients"]  # not recovered within the limit
     assert found["onceshop_succeeded"] == found["clients"]
