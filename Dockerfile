@@ -9,7 +9,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 RUN useradd --create-home --uid 10001 onceshop
 
+# The project installs one package, the API client (the app runs from /app).
 COPY pyproject.toml README.md ./
+COPY onceshop_client/ ./onceshop_client/
 RUN pip install --upgrade pip && pip install .
 
 COPY . .

@@ -81,7 +81,7 @@ class ClientError(Exception):
     """Base of what the client raises."""
 
 
-@dataclass
+@dataclass(eq=False)  # exceptions compare (and hash) by identity
 class Problem(ClientError):
     """A final answer: not retried. For an unsafe call, a new attempt needs a new key."""
 
@@ -104,7 +104,7 @@ class Problem(ClientError):
         return self.reply.replayed
 
 
-@dataclass
+@dataclass(eq=False)
 class GaveUp(ClientError):
     """The retry budget ran out with nothing final. Come back later with ``key``.
 

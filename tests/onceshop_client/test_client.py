@@ -64,6 +64,7 @@ def test_login_products_and_an_order_round_trip(sandbox, live_server, user, prod
     created = shop.create_order([{"sku": product.sku, "quantity": 2}])
     assert (created.status, created.replayed, created.attempts) == (201, False, 1)
     assert shop.order(created.body["number"]).body["amount"] == 2 * product.price
+    assert [order["number"] for order in shop.orders()] == [created.body["number"]]
     cancelled = shop.cancel(created.body["number"])
     assert cancelled.body["status"] == "CANCELLED"
 
