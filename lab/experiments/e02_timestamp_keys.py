@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable
 
 from idempotency.core import Outcome
 from lab.context import Lab, at_once
 from lab.onceshop import order_create_once
 from lab.report import Finding
+from onceshop_client import new_key  # a UUID v4: 122 random bits
 from orders.services import LineRequest
 
 MISTAKE = "a low-entropy key (a millisecond timestamp)"
@@ -26,11 +26,6 @@ MISTAKE = "a low-entropy key (a millisecond timestamp)"
 def timestamp_key() -> str:
     """The naive key: when the intent started, to the millisecond."""
     return str(time.time_ns() // 1_000_000)
-
-
-def uuid_key() -> str:
-    """OnceShop's client key: a UUID v4, 122 random bits (onceshop_client.new_key)."""
-    return str(uuid.uuid4())
 
 
 def _intents(lab: Lab, *, label: str, make_key: Callable[[], str]) -> tuple[int, int]:
@@ -62,7 +57,7 @@ def _intents(lab: Lab, *, label: str, make_key: Callable[[], str]) -> tuple[int,
 def run(lab: Lab) -> Finding:
     intents = lab.scale.concurrent_intents
     naive_orders, naive_shared = _intents(lab, label="ts-naive", make_key=timestamp_key)
-    our_orders, our_shared = _intents(lab, label="ts-onceshop", make_key=uuid_key)
+    our_orders, our_shared = _intents(lab, label="ts-onceshop", make_key=new_key)
     return Finding(
         number=2,
         mistake=MISTAKE,
