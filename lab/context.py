@@ -36,7 +36,7 @@ class Scale:
         return cls(
             concurrent_intents=20,
             token_submits=30,
-            concurrent_pays=20,
+            concurrent_pays=50,  # the naive race needs company to show reliably
             days=10,
             keys_per_day=100,
             storm_clients=80,  # the storm's dynamics need its full size (it is in-process)
