@@ -1,38 +1,23 @@
 """What the lab and the client may depend on, and what may depend on them."""
 
-import ast
-from pathlib import Path
-
 import pytest
 
 from lab.__main__ import main
 from lab.report import Finding, markdown_table
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-APPS = [
-    "config",
-    "idempotency",
-    "orders",
-    "payments",
-    "sandbox",
-    "callbacks",
-    "reconcile",
-    "storefront",
-]
+from tests.processes import ROOT
+from tests.test_layers import APPS, imported_packages
 
 
 def imported_roots(package: str) -> set[str]:
-    roots = set()
-    for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                roots |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                roots.add(node.module.split(".")[0])
-    return roots
+    """The top-level packages that any module of ``package`` imports."""
+    return {
+        top
+        for path in (ROOT / package).rglob("*.py")
+        for _line, top in imported_packages(path.read_text())
+    }
 
 
-@pytest.mark.parametrize("app", APPS)
+@pytest.mark.parametrize("app", sorted(APPS))
 def test_the_app_never_imports_the_lab(app):
     assert "lab" not in imported_roots(app)
 
