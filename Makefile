@@ -15,7 +15,7 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install lock demo test lint format bench clean
+.PHONY: install lock demo test lint format bench lab clean
 
 install: $(STAMP)
 
@@ -54,6 +54,10 @@ format: install
 # The bench runs in the harness profile, as the tests do (bench/__init__.py).
 bench: install
 	$(WITH_SERVICES) $(PY) -m bench
+
+# The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
+lab: install
+	$(WITH_SERVICES) $(PY) -m lab $(EXP)
 
 clean:
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

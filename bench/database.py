@@ -44,22 +44,23 @@ def libpq_uri(url: str) -> str:
     return urlsplit(url)._replace(scheme="postgresql").geturl()
 
 
-def maintenance_url(url: str) -> str:
-    """Where to connect to drop and create the bench database (never the bench database)."""
-    return with_database(url, "postgres") if database_name(url) == BENCH_DATABASE else url
+def maintenance_url(url: str, name: str = BENCH_DATABASE) -> str:
+    """Where to connect to drop and create database ``name`` (never ``name`` itself)."""
+    return with_database(url, "postgres") if database_name(url) == name else url
 
 
-def recreate(server_url: str) -> str:
-    """Drop and create the bench database on ``server_url``'s server; return its URL."""
-    with psycopg.connect(libpq_uri(maintenance_url(server_url)), autocommit=True) as conn:
+def recreate(server_url: str, name: str = BENCH_DATABASE) -> str:
+    """Drop and create database ``name`` (the bench's, or the lab's) on ``server_url``'s
+    server; return its URL."""
+    with psycopg.connect(libpq_uri(maintenance_url(server_url, name)), autocommit=True) as conn:
         # FORCE: a gunicorn left over from an interrupted run must not block the drop.
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-    return with_database(server_url, BENCH_DATABASE)
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return with_database(server_url, name)
 
 
 def migrate(bench_url: str) -> None:
-    """Run ``manage.py migrate`` against the bench database."""
+    """Run ``manage.py migrate`` against the bench (or lab) database."""
     env = {**os.environ, "DATABASE_URL": bench_url}
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],

@@ -26,6 +26,11 @@ APPS = {*LAYERS, SANDBOX}
 
 def imported_apps(source: str) -> list[tuple[int, str]]:
     """(line, top-level package) of every absolute import in ``source`` naming an app."""
+    return [(line, top) for line, top in imported_packages(source) if top in APPS]
+
+
+def imported_packages(source: str) -> list[tuple[int, str]]:
+    """(line, top-level package) of every absolute import in ``source``."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -35,7 +40,7 @@ def imported_apps(source: str) -> list[tuple[int, str]]:
         else:
             continue  # relative imports stay inside their own app
         found += [(node.lineno, name.split(".")[0]) for name in names]
-    return sorted((line, top) for line, top in found if top in APPS)
+    return sorted(found)
 
 
 def allowed(importer: str, imported: str) -> bool:

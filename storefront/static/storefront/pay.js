@@ -2,12 +2,19 @@
 // and an answer that says "same key, later" (409 in flight, 503 unknown) is retried
 // with the SAME key, after an exponential backoff with jitter, never at once.
 // Without JavaScript the same form posts normally and the page shows the answer.
+//
+// These are the rules of the Python client, onceshop_client (retry.py), in the
+// browser: one key per intent (the form's); the same key again after no answer, a
+// 5xx or a 409 "in use"; never after any other 4xx (final: paying again is a new
+// intent, and the refreshed page carries a new key); capped exponential backoff
+// with full jitter, never sooner than Retry-After; a budget of MAX_RETRIES.
 (function () {
   "use strict";
 
-  // Backoff: the n-th retry waits a random time in [c/2, c] with c = min(CAP, BASE * 2^n),
-  // and never less than the server's Retry-After. Jitter keeps many clients that failed
-  // together from retrying together (a retry storm); the cap bounds the wait.
+  // Backoff: the n-th retry waits a random time in [0, c] with c = min(CAP, BASE * 2^n)
+  // (full jitter), and never less than the server's Retry-After. Jitter keeps many
+  // clients that failed together from retrying together (a retry storm, `make lab
+  // EXP=8`); the cap bounds one wait.
   var BASE_S = 1;
   var CAP_S = 30;
   // After this many retries the page stops and says so: the reconciler settles the
@@ -17,7 +24,7 @@
 
   function backoffSeconds(retry, retryAfter) {
     var ceiling = Math.min(CAP_S, BASE_S * Math.pow(2, retry));
-    var jittered = ceiling / 2 + Math.random() * (ceiling / 2);
+    var jittered = Math.random() * ceiling;
     return Math.max(retryAfter || 0, jittered);
   }
 
@@ -89,10 +96,16 @@
     })
       .then(function (response) {
         return response.json().catch(function () {
+          // Not ours (a proxy's 502 page, say). A 5xx may hide work done: same key
+          // again; any other status is final.
+          var again = response.status >= 500;
           return {
             status: response.status,
-            retry_same_key: false,
-            why: "An unexpected answer (not JSON). Reload the page; nothing is charged twice."
+            retry_same_key: again,
+            retry_after: parseFloat(response.headers.get("Retry-After")) || 0,
+            why: again
+              ? "An unexpected answer (not JSON). Retrying with the same key."
+              : "An unexpected answer (not JSON). Reload the page; nothing is charged twice."
           };
         });
       })
