@@ -29,6 +29,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 NOTIFY_URL = "http://127.0.0.1:9/callbacks/sandbox/"  # the worker is not running here
 
 
+@pytest.fixture(autouse=True)
+def notify_allow_list(settings: Any) -> None:
+    """The provider accepts NOTIFY_URL only when its allow-list names it."""
+    settings.SANDBOX_NOTIFY_URLS = [NOTIFY_URL]
+
+
 def ref(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 

@@ -165,7 +165,7 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver(settings: Any) -> Iterator[Receiver]:
     state = Receiver(url="", answers=[])
 
     class Handler(BaseHTTPRequestHandler):
@@ -183,6 +183,8 @@ def receiver() -> Iterator[Receiver]:
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/callbacks/sandbox/"
+    # The provider notifies only URLs on its allow-list: this merchant is on it.
+    settings.SANDBOX_NOTIFY_URLS = [*settings.SANDBOX_NOTIFY_URLS, state.url]
     try:
         yield state
     finally:
