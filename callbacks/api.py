@@ -3,7 +3,13 @@
 import hashlib
 import logging
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+)
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,16 +17,49 @@ from rest_framework.views import APIView
 
 from callbacks.errors import CallbackMalformed, SignatureInvalid
 from callbacks.services import callback_ingest
+from config.bounds import BIGINT_MAX
 from config.errors import PROBLEM_CONTENT_TYPE
 from config.openapi import ProblemSerializer
 from config.throttling import CallbackRateThrottle
 from payments.providers import (
+    ChargeStatus,
     NotificationMalformed,
     NotificationSignatureInvalid,
     get_provider,
 )
+from payments.providers.sandbox import (
+    MAX_SIGNATURES,
+    SIGNATURE_HEADER,
+    SIGNATURE_HEADER_PATTERN,
+)
+from payments.providers.sandbox_parsing import MAX_TEXT
 
 logger = logging.getLogger(__name__)
+
+
+@extend_schema_serializer(component_name="SandboxChargeNotification")
+class ChargeNotificationSerializer(serializers.Serializer):
+    """The body the sandbox signs and sends when a charge settles (schema only)."""
+
+    notify_id = serializers.CharField(max_length=MAX_TEXT)
+    trade_no = serializers.CharField(max_length=MAX_TEXT)
+    out_trade_no = serializers.CharField(max_length=MAX_TEXT)
+    trade_status = serializers.ChoiceField(choices=[status.value for status in ChargeStatus])
+    amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    currency = serializers.RegexField(r"^[A-Z]{3}$")
+    paid_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+SIGNATURE_PARAMETER = OpenApiParameter(
+    name=SIGNATURE_HEADER,
+    type={"type": "string", "pattern": SIGNATURE_HEADER_PATTERN},
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description=(
+        '`t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`; up to '
+        f"{MAX_SIGNATURES} `v1` while secrets rotate. Older or newer than 300 s is refused."
+    ),
+)
 
 
 class SandboxCallbackApi(APIView):
@@ -35,7 +74,10 @@ class SandboxCallbackApi(APIView):
     parser_classes = []
 
     @extend_schema(
-        request=None,
+        # Documented as JSON although no parser reads it: the signature covers the raw
+        # bytes, which are parsed (strictly) only once it checks out.
+        request={"application/json": ChargeNotificationSerializer},
+        parameters=[SIGNATURE_PARAMETER],
         summary="Provider notification (signed)",
         responses={
             200: OpenApiResponse(description="Received (applied, or already applied)"),

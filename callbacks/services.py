@@ -18,6 +18,7 @@ notification alone never moves money back.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,8 +27,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from callbacks.errors import CallbackMismatch, CallbackUnknownPayment
+from callbacks.errors import CallbackMalformed, CallbackMismatch, CallbackUnknownPayment
 from callbacks.models import ProviderNotification
+from config.bounds import columns_problems
 from config.errors import ApplicationError
 from payments.models import Payment, Refund
 from payments.providers import ChargeResult, Notification, RefundNotification, RefundResult
@@ -57,6 +59,7 @@ def callback_ingest(
     *, notification: Notification | RefundNotification, raw_body: bytes, provider: str = "sandbox"
 ) -> IngestAnswer:
     """Record ``notification`` and apply it once; a redelivery replays the first answer."""
+    _refuse_unstorable(notification)
     # A duplicate costs one indexed lookup, no write: the common case under retries.
     if first := ProviderNotification.objects.filter(
         provider=provider, notify_id=notification.notify_id
@@ -71,6 +74,23 @@ def callback_ingest(
         return _stored(
             ProviderNotification.objects.get(provider=provider, notify_id=notification.notify_id)
         )
+
+
+def _refuse_unstorable(notification: Notification | RefundNotification) -> None:
+    """400 for a value no column of ours can hold (too long, NUL, beyond bigint).
+
+    Signed by the provider, so a provider bug, not an attack; still refused before
+    any SQL sees it, and not stored: there is nothing we could store it as. Every
+    field of the notification that has a column of the same name is checked.
+    """
+    columns = {field.name for field in ProviderNotification._meta.get_fields()}
+    values = {
+        field.name: getattr(notification, field.name)
+        for field in dataclasses.fields(notification)
+        if field.name in columns
+    }
+    if problems := columns_problems(ProviderNotification, values):
+        raise CallbackMalformed(reason="; ".join(problems))
 
 
 def _ingest(

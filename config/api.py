@@ -23,6 +23,8 @@ def paginated_response(
     queryset: Any,
     serializer: type[serializers.BaseSerializer[Any]],
 ) -> Response:
-    paginator = PageNumberPagination()
+    # The view's own class when it names one (drf-spectacular reads it to document
+    # the page), else the project's.
+    paginator = getattr(view, "pagination_class", PageNumberPagination)()
     page = paginator.paginate_queryset(queryset, request, view=view)
     return paginator.get_paginated_response(serializer(page, many=True).data)

@@ -1,19 +1,21 @@
-"""POST /api/v1/auth/token/: DRF's token exchange, throttled before the password check."""
+"""The API's token authentication, hardened at the edge.
 
-from __future__ import annotations
+DRF's own class, with one change: a presented token that no row can hold (a
+NUL, a lone surrogate, longer than the column) is refused as unknown instead of
+reaching SQL, which would fail on it. (The token endpoint is in config/auth_api.py:
+this module is loaded with the settings, before DRF's views can be imported.)
+"""
 
-from collections.abc import Mapping
 from typing import Any
 
-from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.request import Request
-from rest_framework.response import Response
+from rest_framework import authentication, exceptions
+from rest_framework.authtoken.models import Token
 
-from config.throttling import login_attempt_check
+from config.bounds import fits_column
 
 
-class TokenObtainApi(ObtainAuthToken):
-    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        username = request.data.get("username", "") if isinstance(request.data, Mapping) else ""
-        login_attempt_check(request, str(username))
-        return super().post(request, *args, **kwargs)
+class TokenAuthentication(authentication.TokenAuthentication):
+    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+        if not fits_column(Token, "key", key):
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        return super().authenticate_credentials(key)

@@ -81,6 +81,15 @@ class TooManyRequests(ApplicationError):
         self.headers["Retry-After"] = str(int(retry_after) + 1)
 
 
+class LengthRequired(ApplicationError):
+    """A body framed without ``Content-Length`` that the server cannot tell the end of."""
+
+    status = 411
+    code = "length-required"
+    title = "Length required"
+    default_detail = "Send the request body with a Content-Length header."
+
+
 class LockTimeout(ApplicationError):
     """A row lock was not granted within ``DATABASE_LOCK_TIMEOUT_MS``; safe to retry."""
 

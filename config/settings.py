@@ -233,6 +233,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 # to the catalogue after logging in.
 LOGIN_URL = "storefront:login"
 LOGIN_REDIRECT_URL = "storefront:home"
+# Database sessions that treat a session cookie no row can hold (a NUL) as unknown.
+SESSION_ENGINE = "config.sessions"
 
 # --- Auth, i18n, static -----------------------------------------------------------
 # Django's four: not like the username or e-mail, 8+ characters, not one of the 20,000
@@ -257,17 +259,18 @@ STORAGES = {
 # --- API ------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "config.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # UTF-8 only, nesting bounded, finite numbers, no lone surrogates (config/strictjson.py).
+    "DEFAULT_PARSER_CLASSES": ["config.strictjson.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "config.pagination.PageNumberPagination",
     "DEFAULT_THROTTLE_CLASSES": ["config.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env_str("API_THROTTLE_RATE", "6000/min")},
     "EXCEPTION_HANDLER": "config.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 # Throttle counters live in Redis so every gunicorn worker shares them.
@@ -369,6 +372,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The default hook (enum components), then the links between operations.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.openapi.add_links",
+    ],
 }
 
 LOGGING = {

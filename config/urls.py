@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from config.auth import TokenObtainApi
+from config.auth_api import TokenObtainApi
 from config.throttling import login_throttled
 
 api_v1: list[URLPattern | URLResolver] = [

@@ -12,7 +12,7 @@ from idempotency.selectors import idempotency_key_get
 
 
 class IdempotencyKeyDetailApi(APIView):
-    @extend_schema_serializer(component_name="IdempotencyKey")
+    @extend_schema_serializer(component_name="IdempotencyKeyStatus")
     class OutputSerializer(serializers.Serializer):
         key = serializers.CharField()
         status = serializers.SerializerMethodField()

@@ -6,9 +6,11 @@ behaviour matrix of DESIGN.md section 4:
 
 1. authentication, permissions, throttling (DRF's ``initial``): 401/403/429,
    never stored;
-2. the Idempotency-Key header: 400 missing / invalid, never stored;
-3. the body, by the view's serializer: 400 ``validation-error``, never stored;
-4. the core: replay, 409 in flight, 422 mismatch, or run the flow.
+2. a method the endpoint does not have: 405 (no key makes PUT work), and a path
+   no record can hold (a NUL from ``%00``): 404, it names nothing;
+3. the Idempotency-Key header: 400 missing / invalid, never stored;
+4. the body, by the view's serializer: 400 ``validation-error``, never stored;
+5. the core: replay, 409 in flight, 422 mismatch, or run the flow.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import MethodNotAllowed, NotFound
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import current_user_id
+from config.bounds import fits_column
 from config.errors import PROBLEM_CONTENT_TYPE
 from config.openapi import ProblemSerializer
 from idempotency.core import KeyRequest, execute
@@ -35,7 +38,10 @@ HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 # 1-255 characters that need no escaping anywhere: URLs, logs, sf-strings.
-_KEY_PATTERN = re.compile(r"[A-Za-z0-9\-_.:~]{1,255}")
+_KEY_CHARS = r"[A-Za-z0-9\-_.:~]{1,255}"
+_KEY_PATTERN = re.compile(_KEY_CHARS)
+# The header as the schema states it: the key bare, or quoted as an sf-string.
+HEADER_PATTERN = rf'^(?:{_KEY_CHARS}|"{_KEY_CHARS}")$'
 
 
 def parse_idempotency_key(raw: str | None) -> str:
@@ -58,8 +64,16 @@ class IdempotentApi(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        if request.method not in SAFE_METHODS:  # reads on the same URL need no key
-            self.idempotency_key = parse_idempotency_key(request.headers.get(HEADER))
+        if request.method in SAFE_METHODS:  # reads on the same URL need no key
+            return
+        method = (request.method or "").lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            # DRF would answer 405 only after this method returns: too late, the key
+            # check below would have answered 400 for a request no key can fix.
+            raise MethodNotAllowed(method.upper())
+        if not fits_column(IdempotencyKey, "path", request.path):
+            raise NotFound()  # the record stores the path; one it cannot hold names nothing
+        self.idempotency_key = parse_idempotency_key(request.headers.get(HEADER))
 
     def idempotent(self, request: Request, flow: Callable[[IdempotencyKey], None]) -> Response:
         """Run ``flow`` under the request's key, or replay what it answered before."""
@@ -89,7 +103,7 @@ class IdempotentApi(APIView):
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     name=HEADER,
-    type=OpenApiTypes.STR,
+    type={"type": "string", "pattern": HEADER_PATTERN, "minLength": 1, "maxLength": 257},
     location=OpenApiParameter.HEADER,
     required=True,
     description=(
@@ -104,8 +118,9 @@ _IDEMPOTENCY_ERRORS = {
     400: OpenApiResponse(
         ProblemSerializer,
         description=(
-            "`idempotency-key-missing`, `idempotency-key-invalid`, `validation-error` or "
-            "`malformed-json`: not stored, fix the request"
+            "`idempotency-key-missing`, `idempotency-key-invalid`, `validation-error`, "
+            "`malformed-json`, `json-too-deep` or `json-number-not-finite`: not stored, fix "
+            "the request"
         ),
     ),
     409: OpenApiResponse(

@@ -11,7 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import current_user_id, paginated_response
+from config.fields import StrictCharField, StrictIntegerField, StrictRegexField
 from config.openapi import ProblemSerializer
+from config.pagination import PageNumberPagination
 from idempotency.drf import IdempotentApi, idempotent_schema
 from orders.flows import order_create_flow
 from orders.selectors import order_get, order_list, product_list
@@ -20,15 +22,15 @@ from orders.services import LineRequest, product_create
 
 
 class ProductListCreateApi(APIView):
-    # Named: every API's nested serializers are "InputSerializer" / "OutputSerializer",
-    # and OpenAPI components must be unique (`check --deploy` says so otherwise).
-    @extend_schema_serializer(component_name="ProductCreate")
+    pagination_class = PageNumberPagination
+
+    @extend_schema_serializer(component_name="ProductInput")
     class InputSerializer(serializers.Serializer):
-        sku = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9\-_.]{0,63}$")
-        name = serializers.CharField(max_length=200)
-        price = serializers.IntegerField(min_value=0, max_value=10**12)
-        currency = serializers.RegexField(r"^[A-Z]{3}$")
-        stock = serializers.IntegerField(min_value=0, max_value=10**9)
+        sku = StrictRegexField(r"^[A-Za-z0-9][A-Za-z0-9\-_.]{0,63}$")
+        name = StrictCharField(max_length=200)
+        price = StrictIntegerField(min_value=0, max_value=10**12)
+        currency = StrictRegexField(r"^[A-Z]{3}$")
+        stock = StrictIntegerField(min_value=0, max_value=10**9)
 
     @extend_schema_serializer(component_name="Product")
     class OutputSerializer(serializers.Serializer):
@@ -62,14 +64,17 @@ class ProductListCreateApi(APIView):
 
 
 class OrderListCreateApi(IdempotentApi):
-    @extend_schema_serializer(component_name="OrderCreate")
+    pagination_class = PageNumberPagination
+
+    @extend_schema_serializer(component_name="OrderInput")
     class InputSerializer(serializers.Serializer):
+        @extend_schema_serializer(component_name="OrderLineInput")
         class LineSerializer(serializers.Serializer):
-            sku = serializers.CharField(max_length=64)
-            quantity = serializers.IntegerField(min_value=1, max_value=settings.ORDER_MAX_QUANTITY)
+            sku = StrictCharField(max_length=64)
+            quantity = StrictIntegerField(min_value=1, max_value=settings.ORDER_MAX_QUANTITY)
 
         lines = serializers.ListField(
-            child=LineSerializer(), allow_empty=False, max_length=settings.ORDER_MAX_LINES
+            child=LineSerializer(), min_length=1, max_length=settings.ORDER_MAX_LINES
         )
 
         def validate_lines(self, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:

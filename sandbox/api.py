@@ -15,12 +15,14 @@ from urllib.parse import SplitResult, urlsplit
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.auth import TokenAuthentication
+from config.fields import StrictIntegerField
 from sandbox.auth import IsMerchant, MerchantKeyAuthentication
 from sandbox.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from sandbox.models import Fault
@@ -60,15 +62,6 @@ def parse_idempotency_key(raw: str | None) -> str:
     if not _KEY_PATTERN.fullmatch(raw):
         raise IdempotencyKeyInvalid()
     return raw
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer and nothing else: "100", 100.0 and true are refused for money."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 def validate_http_url(value: str) -> None:

@@ -2,11 +2,15 @@
 
 from django.db.models import QuerySet
 
+from config.bounds import fits_column
 from sandbox.errors import ChargeNotFound, RefundNotFound, WalletNotFound
 from sandbox.models import Charge, Fault, Refund, Wallet
 
 
 def charge_get(*, out_trade_no: str) -> Charge:
+    # A reference no row can hold (NUL, overlong) names no charge: never sent to SQL.
+    if not fits_column(Charge, "out_trade_no", out_trade_no):
+        raise ChargeNotFound()
     charge = Charge.objects.select_related("wallet").filter(out_trade_no=out_trade_no).first()
     if charge is None:
         raise ChargeNotFound()
@@ -14,6 +18,8 @@ def charge_get(*, out_trade_no: str) -> Charge:
 
 
 def refund_get(*, out_refund_no: str) -> Refund:
+    if not fits_column(Refund, "out_refund_no", out_refund_no):
+        raise RefundNotFound()
     refund = Refund.objects.select_related("charge").filter(out_refund_no=out_refund_no).first()
     if refund is None:
         raise RefundNotFound()
@@ -21,6 +27,8 @@ def refund_get(*, out_refund_no: str) -> Refund:
 
 
 def wallet_get(*, payer: str) -> Wallet:
+    if not fits_column(Wallet, "payer", payer):
+        raise WalletNotFound()
     wallet = Wallet.objects.filter(payer=payer).first()
     if wallet is None:
         raise WalletNotFound()

@@ -14,7 +14,8 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
-from django.db import connections
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, connections
 from rest_framework.test import APIClient
 
 from config import ratelimit
@@ -215,3 +216,19 @@ def still_clock(monkeypatch: pytest.MonkeyPatch) -> float:
     now = time.time()
     monkeypatch.setattr(ratelimit, "clock", lambda: now)
     return now
+
+
+@pytest.fixture
+def wsgi_in_test_transaction() -> Iterator[None]:
+    """Let tests call ``config.wsgi.application`` itself inside the test's transaction.
+
+    Like Django's test client, keep the request signals from closing the test's
+    connection (an open transaction, to Django an obsolete connection).
+    """
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)

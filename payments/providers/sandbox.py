@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -22,6 +22,8 @@ from urllib.parse import quote
 import requests
 from django.conf import settings
 
+from config.errors import ApplicationError
+from config.strictjson import loads
 from payments.providers.base import (
     ChargeResult,
     Notification,
@@ -47,6 +49,18 @@ SIGNATURE_HEADER = "Sandbox-Signature"
 # A signed notification older (or newer) than this is refused: a captured request
 # cannot be replayed at us later. Five minutes absorbs clock skew and queueing.
 SIGNATURE_TOLERANCE_S = 300
+# The header's parts, matched whole: `t` is Unix seconds in 1-12 ASCII digits (int()
+# and float() of anything longer, or of a Unicode digit like "²", would misbehave),
+# `v1` is a lowercase hex SHA-256 (compare_digest refuses non-ASCII text).
+_TIMESTAMP_PART = re.compile(r"t=([0-9]{1,12})")
+_SIGNATURE_PART = re.compile(r"v1=([0-9a-f]{64})")
+# The header as the schema documents it (spaces around parts are tolerated too).
+SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
+# One v1 per secret while secrets rotate: a handful at most. More is someone making
+# us compute HMAC comparisons for free.
+MAX_SIGNATURES = 8
+# The header as the schema documents it (spaces around parts are tolerated too).
+SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
 # 4xx answers to a money-moving call that are not a plain refusal: 408 and 429
 # say "not now", 409 that the same key is in flight, 422 that this key or
 # reference already holds a charge or refund with other terms (money may have
@@ -237,22 +251,31 @@ class SandboxProvider:
         if not any(matches):
             raise NotificationSignatureInvalid("no signature matches")
         try:
-            return parse_notification(json.loads(raw_body))
+            # The same strict reader as the API's bodies: UTF-8 only, bounded nesting,
+            # finite numbers, no lone surrogates.
+            data = loads(raw_body)
+        except ApplicationError as error:
+            raise NotificationMalformed(f"{error.code}: {error.detail}") from error
+        try:
+            return parse_notification(data)
         except (ValueError, TypeError, AttributeError) as error:
             raise NotificationMalformed(f"malformed notification: {error}") from error
 
     @staticmethod
     def _parse_signature_header(raw: str | None) -> tuple[int, list[str]]:
+        """``t=<seconds>,v1=<hex>[,v1=<hex>...]``, every part matched whole, or refused."""
         if not raw:
             raise NotificationSignatureInvalid("missing signature header")
-        timestamp: int | None = None
+        timestamps: list[int] = []
         signatures: list[str] = []
         for part in raw.split(","):
-            name, _, value = part.strip().partition("=")
-            if name == "t" and value.isdigit():
-                timestamp = int(value)
-            elif name == "v1" and value:
-                signatures.append(value)
-        if timestamp is None or not signatures:
+            part = part.strip(" \t")
+            if match := _TIMESTAMP_PART.fullmatch(part):
+                timestamps.append(int(match.group(1)))
+            elif match := _SIGNATURE_PART.fullmatch(part):
+                signatures.append(match.group(1))
+            else:
+                raise NotificationSignatureInvalid("malformed signature header")
+        if len(timestamps) != 1 or not 1 <= len(signatures) <= MAX_SIGNATURES:
             raise NotificationSignatureInvalid("malformed signature header")
-        return timestamp, signatures
+        return timestamps[0], signatures

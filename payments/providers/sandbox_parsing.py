@@ -7,10 +7,12 @@ answers and NotificationMalformed for notifications.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from config.bounds import BIGINT_MAX, text_problem
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
@@ -25,6 +27,9 @@ T = TypeVar("T")
 
 # The ``event`` of a refund notification; a body without ``event`` is a charge's.
 REFUND_EVENT = "refund"
+# The longest text field the shop keeps from the provider (ids, references, reasons).
+MAX_TEXT = 64
+MAX_PAYER = 150  # the shop sends its usernames as payers
 
 
 def _object(data: Any, what: str) -> Mapping[str, Any]:
@@ -33,18 +38,28 @@ def _object(data: Any, what: str) -> Mapping[str, Any]:
     return data
 
 
-def _text(data: Mapping[str, Any], name: str) -> str:
+def _text(data: Mapping[str, Any], name: str, max_length: int = MAX_TEXT) -> str:
     value = data.get(name)
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be a non-empty string")
+    # Longer than any column of ours, a NUL, a lone surrogate: refused before any SQL.
+    if problem := text_problem(value, max_length=max_length):
+        raise ValueError(f"{name} {problem}")
+    return value
+
+
+def _currency(data: Mapping[str, Any], name: str) -> str:
+    value = _text(data, name)
+    if not re.fullmatch(r"[A-Z]{3}", value):
+        raise ValueError(f"{name} must be an ISO 4217 code (three capital letters)")
     return value
 
 
 def _amount(data: Mapping[str, Any], name: str) -> int:
     value = data.get(name)
     # bool is an int in Python; a provider saying `true` is not saying 1 fen.
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= BIGINT_MAX:
+        raise ValueError(f"{name} must be an integer from 0 to {BIGINT_MAX}")
     return value
 
 
@@ -55,7 +70,13 @@ def _optional(
 
 
 def _timestamp(data: Mapping[str, Any], name: str) -> datetime:
-    return datetime.fromisoformat(_text(data, name))
+    value = datetime.fromisoformat(_text(data, name))
+    if value.tzinfo is None:
+        raise ValueError(f"{name} must carry a UTC offset")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as error:  # 9999-12-31T23:59-23:59 is past year 9999 in UTC
+        raise ValueError(f"{name} is out of range") from error
 
 
 def _list(data: Mapping[str, Any], name: str) -> list[Any]:
@@ -73,7 +94,7 @@ def parse_charge(data: Any) -> ChargeResult:
         status=ChargeStatus(_text(data, "status")),
         trade_no=_optional(_text, data, "trade_no"),
         amount=_optional(_amount, data, "amount"),
-        currency=_optional(_text, data, "currency"),
+        currency=_optional(_currency, data, "currency"),
         paid_at=_optional(_timestamp, data, "paid_at"),
         decline_reason=_optional(_text, data, "decline_reason"),
     )
@@ -88,7 +109,7 @@ def parse_refund(data: Any) -> RefundResult:
         status=RefundStatus(_text(data, "status")),
         refund_id=_optional(_text, data, "refund_id"),
         amount=_optional(_amount, data, "amount"),
-        currency=_optional(_text, data, "currency"),
+        currency=_optional(_currency, data, "currency"),
         refunded_at=_optional(_timestamp, data, "refunded_at"),
         decline_reason=_optional(_text, data, "decline_reason"),
     )
@@ -98,7 +119,7 @@ def parse_wallet(data: Any) -> WalletStatement:
     """A wallet JSON object -> WalletStatement."""
     data = _object(data, "wallet")
     return WalletStatement(
-        payer=_text(data, "payer"),
+        payer=_text(data, "payer", max_length=MAX_PAYER),
         balance=_amount(data, "balance"),
         charged_total=_amount(data, "charged_total"),
         charges=tuple(parse_charge(charge) for charge in _list(data, "charges")),
@@ -118,7 +139,7 @@ def parse_notification(data: Any) -> Notification | RefundNotification:
             out_trade_no=_text(data, "out_trade_no"),
             trade_status=ChargeStatus(_text(data, "trade_status")),
             amount=_amount(data, "amount"),
-            currency=_text(data, "currency"),
+            currency=_currency(data, "currency"),
             paid_at=_optional(_timestamp, data, "paid_at"),
         )
     if event != REFUND_EVENT:
@@ -131,6 +152,6 @@ def parse_notification(data: Any) -> Notification | RefundNotification:
         out_trade_no=_text(data, "out_trade_no"),
         status=RefundStatus(_text(data, "status")),
         amount=_amount(data, "amount"),
-        currency=_optional(_text, data, "currency"),
+        currency=_optional(_currency, data, "currency"),
         refunded_at=_optional(_timestamp, data, "refunded_at"),
     )

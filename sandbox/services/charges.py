@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sandbox.errors import ChargeAlreadySucceeded, OutTradeNoMismatch
+from config.bounds import fits_column
+from sandbox.errors import ChargeAlreadySucceeded, ChargeNotFound, OutTradeNoMismatch
 from sandbox.models import Charge, Fault
 from sandbox.serializers import charge_json
 from sandbox.services.declines import (
@@ -167,7 +168,11 @@ def charge_close(*, out_trade_no: str) -> Charge:
     No charge yet: a CLOSED row takes the out_trade_no, so a later charge dedupes
     onto it. CLOSED or DECLINED already: returned as is (closing twice is fine).
     SUCCESS: 409, with the charge, because the money has moved.
+    A reference no charge can have (longer than the column, NUL) is 404: there is
+    nothing to fence, since no charge request with it can ever be accepted.
     """
+    if not fits_column(Charge, "out_trade_no", out_trade_no):
+        raise ChargeNotFound()
     try:
         with transaction.atomic():
             # If a charge for this attempt is being committed right now, this INSERT

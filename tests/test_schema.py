@@ -1,0 +1,104 @@
+"""Issue 11: the published OpenAPI schema is one a client generator can take literally."""
+
+from typing import Any
+
+import pytest
+import yaml
+from django.core.management import call_command
+
+from config.errors import PROBLEM_CONTENT_TYPE
+from idempotency.drf import HEADER_PATTERN
+
+
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The schema as ``manage.py spectacular`` writes it: validated, and failing on any
+    warning (a component name collision is a warning: it documents the wrong body)."""
+    path = tmp_path_factory.mktemp("schema") / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(path))
+    return yaml.safe_load(path.read_text())
+
+
+def operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (method.upper(), path, operation)
+        for path, methods in schema["paths"].items()
+        for method, operation in methods.items()
+    ]
+
+
+def component(schema: dict[str, Any], ref: str) -> dict[str, Any]:
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+
+
+def test_the_schema_generates_with_no_warning_and_validates(schema):
+    assert schema["openapi"].startswith("3.")
+
+
+def test_creating_a_product_documents_the_product_fields(schema):
+    body = schema["paths"]["/api/v1/products/"]["post"]["requestBody"]
+    fields = component(schema, body["content"]["application/json"]["schema"]["$ref"])
+
+    assert set(fields["properties"]) == {"sku", "name", "price", "currency", "stock"}
+
+
+@pytest.mark.parametrize("path", ["/api/v1/products/", "/api/v1/orders/"])
+def test_lists_are_documented_as_the_pages_they_are(schema, path):
+    operation = schema["paths"][path]["get"]
+    page = component(
+        schema, operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    )
+
+    assert {"count", "next", "previous", "results"} <= set(page["properties"])
+    assert page["properties"]["results"]["type"] == "array"
+    assert {"page", "page_size"} <= {p["name"] for p in operation["parameters"]}
+
+
+def test_every_error_is_documented_as_problem_json(schema):
+    for method, path, operation in operations(schema):
+        for status, response in operation["responses"].items():
+            if int(status) >= 400:
+                assert list(response["content"]) == [PROBLEM_CONTENT_TYPE], (method, path, status)
+
+
+def test_the_framework_answers_are_documented_where_they_can_occur(schema):
+    paths = schema["paths"]
+    create = paths["/api/v1/orders/"]["post"]["responses"]
+    assert {"400", "401", "403", "405", "409", "411", "413", "415", "422", "429"} <= set(create)
+    assert {"401", "404", "405", "429"} <= set(
+        paths["/api/v1/orders/{number}/"]["get"]["responses"]
+    )
+    assert "403" in paths["/api/v1/products/"]["post"]["responses"]
+    assert "404" in paths["/api/v1/orders/{number}/pay/"]["post"]["responses"]
+    # The anonymous endpoints are never throttled; the callback has no JSON parser.
+    assert "429" not in paths["/api/v1/callbacks/sandbox/"]["post"]["responses"]
+    assert "415" not in paths["/api/v1/callbacks/sandbox/"]["post"]["responses"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/orders/", "/api/v1/orders/{number}/pay/", "/api/v1/orders/{number}/cancel/"],
+)
+def test_the_idempotency_key_header_states_its_pattern_and_length(schema, path):
+    (header,) = [
+        p for p in schema["paths"][path]["post"]["parameters"] if p["name"] == "Idempotency-Key"
+    ]
+
+    assert header["in"] == "header"
+    assert header["required"] is True
+    assert header["schema"]["pattern"] == HEADER_PATTERN
+    assert header["schema"]["maxLength"] == 257  # 255 characters, quoted as an sf-string
+
+
+def test_the_callback_documents_its_body_and_signature_header(schema):
+    operation = schema["paths"]["/api/v1/callbacks/sandbox/"]["post"]
+    body = component(
+        schema, operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    )
+    (signature,) = [p for p in operation["parameters"] if p["name"] == "Sandbox-Signature"]
+
+    assert set(body["required"]) >= {"notify_id", "trade_no", "out_trade_no", "amount"}
+    assert body["properties"]["notify_id"]["maxLength"] == 64
+    assert signature["in"] == "header"
+    assert signature["required"] is True
+    assert signature["schema"]["pattern"].startswith("^t=[0-9]{1,12}")
