@@ -6,6 +6,7 @@ import logging
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
+    PolymorphicProxySerializer,
     extend_schema,
     extend_schema_serializer,
 )
@@ -25,6 +26,7 @@ from payments.providers import (
     ChargeStatus,
     NotificationMalformed,
     NotificationSignatureInvalid,
+    RefundStatus,
     get_provider,
 )
 from payments.providers.sandbox import (
@@ -32,7 +34,7 @@ from payments.providers.sandbox import (
     SIGNATURE_HEADER,
     SIGNATURE_HEADER_PATTERN,
 )
-from payments.providers.sandbox_parsing import MAX_TEXT
+from payments.providers.sandbox_parsing import MAX_TEXT, REFUND_EVENT
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,29 @@ class ChargeNotificationSerializer(serializers.Serializer):
     amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
     currency = serializers.RegexField(r"^[A-Z]{3}$")
     paid_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+@extend_schema_serializer(component_name="SandboxRefundNotification")
+class RefundNotificationSerializer(serializers.Serializer):
+    """The body the sandbox signs and sends when a refund settles (schema only)."""
+
+    event = serializers.ChoiceField(choices=[REFUND_EVENT])
+    notify_id = serializers.CharField(max_length=MAX_TEXT)
+    refund_id = serializers.CharField(max_length=MAX_TEXT)
+    out_refund_no = serializers.CharField(max_length=MAX_TEXT)
+    out_trade_no = serializers.CharField(max_length=MAX_TEXT)
+    status = serializers.ChoiceField(choices=[status.value for status in RefundStatus])
+    amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    currency = serializers.RegexField(r"^[A-Z]{3}$", required=False)
+    refunded_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+# A charge's notification has no ``event``; a refund's says ``"event": "refund"``.
+NOTIFICATION_BODY = PolymorphicProxySerializer(
+    component_name="SandboxNotification",
+    serializers=[ChargeNotificationSerializer, RefundNotificationSerializer],
+    resource_type_field_name=None,
+)
 
 
 SIGNATURE_PARAMETER = OpenApiParameter(
@@ -76,7 +101,7 @@ class SandboxCallbackApi(APIView):
     @extend_schema(
         # Documented as JSON although no parser reads it: the signature covers the raw
         # bytes, which are parsed (strictly) only once it checks out.
-        request={"application/json": ChargeNotificationSerializer},
+        request={"application/json": NOTIFICATION_BODY},
         parameters=[SIGNATURE_PARAMETER],
         summary="Provider notification (signed)",
         responses={

@@ -100,6 +100,7 @@ _ORDER_LINKS = {
     "GetOrder": {"operationId": "api_v1_orders_retrieve", "parameters": _ORDER_NUMBER},
     "PayOrder": {"operationId": "api_v1_orders_pay_create", "parameters": _ORDER_NUMBER},
     "CancelOrder": {"operationId": "api_v1_orders_cancel_create", "parameters": _ORDER_NUMBER},
+    "RefundOrder": {"operationId": "api_v1_orders_refunds_create", "parameters": _ORDER_NUMBER},
     "GetIdempotencyKey": {
         "operationId": "api_v1_idempotency_keys_retrieve",
         "parameters": {"key": "$request.header.Idempotency-Key"},
@@ -110,6 +111,7 @@ LINKS = {
     ("api_v1_orders_create", "201"): _ORDER_LINKS,
     ("api_v1_orders_pay_create", "200"): _ORDER_LINKS,
     ("api_v1_orders_cancel_create", "200"): _ORDER_LINKS,
+    ("api_v1_orders_refunds_create", "200"): _ORDER_LINKS,
 }
 
 

@@ -70,8 +70,8 @@ def test_the_framework_answers_are_documented_where_they_can_occur(schema):
     )
     assert "403" in paths["/api/v1/products/"]["post"]["responses"]
     assert "404" in paths["/api/v1/orders/{number}/pay/"]["post"]["responses"]
-    # The anonymous endpoints are never throttled; the callback has no JSON parser.
-    assert "429" not in paths["/api/v1/callbacks/sandbox/"]["post"]["responses"]
+    # The callback is throttled per source address; it has no JSON parser.
+    assert "429" in paths["/api/v1/callbacks/sandbox/"]["post"]["responses"]
     assert "415" not in paths["/api/v1/callbacks/sandbox/"]["post"]["responses"]
 
 
@@ -90,11 +90,18 @@ def test_the_idempotency_key_header_states_its_pattern_and_length(schema, path):
     assert header["schema"]["maxLength"] == 257  # 255 characters, quoted as an sf-string
 
 
+def callback_bodies(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The callback's documented bodies, by component name (one per kind of event)."""
+    operation = schema["paths"]["/api/v1/callbacks/sandbox/"]["post"]
+    documented = operation["requestBody"]["content"]["application/json"]["schema"]
+    refs = [choice["$ref"] for choice in component(schema, documented["$ref"])["oneOf"]]
+    # Request bodies are components of their own (``...Request``): name them as served.
+    return {ref.rsplit("/", 1)[-1].removesuffix("Request"): component(schema, ref) for ref in refs}
+
+
 def test_the_callback_documents_its_body_and_signature_header(schema):
     operation = schema["paths"]["/api/v1/callbacks/sandbox/"]["post"]
-    body = component(
-        schema, operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-    )
+    body = callback_bodies(schema)["SandboxChargeNotification"]
     (signature,) = [p for p in operation["parameters"] if p["name"] == "Sandbox-Signature"]
 
     assert set(body["required"]) >= {"notify_id", "trade_no", "out_trade_no", "amount"}
@@ -102,3 +109,37 @@ def test_the_callback_documents_its_body_and_signature_header(schema):
     assert signature["in"] == "header"
     assert signature["required"] is True
     assert signature["schema"]["pattern"].startswith("^t=[0-9]{1,12}")
+
+
+def test_the_callback_documents_refund_notifications_beside_charge_ones(schema):
+    bodies = callback_bodies(schema)
+    refund = bodies["SandboxRefundNotification"]
+
+    assert set(bodies) == {"SandboxChargeNotification", "SandboxRefundNotification"}
+    assert component(schema, refund["properties"]["event"]["$ref"])["enum"] == ["refund"]
+    assert set(refund["required"]) >= {
+        "event",
+        "notify_id",
+        "refund_id",
+        "out_refund_no",
+        "out_trade_no",
+        "status",
+        "amount",
+    }
+    assert "event" not in bodies["SandboxChargeNotification"]["properties"]
+
+
+@pytest.mark.parametrize(
+    "path, status",
+    [
+        ("/api/v1/orders/", "201"),
+        ("/api/v1/orders/{number}/pay/", "200"),
+        ("/api/v1/orders/{number}/cancel/", "200"),
+        ("/api/v1/orders/{number}/refunds/", "200"),
+    ],
+)
+def test_an_order_answer_links_to_every_next_step_including_a_refund(schema, path, status):
+    links = schema["paths"][path]["post"]["responses"][status]["links"]
+
+    assert {"GetOrder", "PayOrder", "CancelOrder", "RefundOrder"} <= set(links)
+    assert links["RefundOrder"]["parameters"] == {"number": "$response.body#/number"}
