@@ -130,7 +130,7 @@ def test_the_callback_documents_refund_notifications_beside_charge_ones(schema):
 
 
 @pytest.mark.parametrize(
-    "path, status",
+    ("path", "status"),
     [
         ("/api/v1/orders/", "201"),
         ("/api/v1/orders/{number}/pay/", "200"),
