@@ -24,6 +24,13 @@ class TokenObtainApi(ObtainAuthToken):
     # The body's username and password are the credentials: a token or a session sent
     # along is irrelevant here (and a stale one must not turn a login into a 401).
     authentication_classes = ()
+    # Documented beside the framework's answers (config.openapi.AutoSchema).
+    framework_problems = {
+        429: (
+            "`login-throttled`: too many attempts from this address or for this username; "
+            "retry after `Retry-After` seconds"
+        )
+    }
 
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         username = request.data.get("username", "") if isinstance(request.data, Mapping) else ""

@@ -89,6 +89,9 @@ class AutoSchema(openapi.AutoSchema):
         errors[406] = "`not-acceptable`: the server only answers JSON"
         if view.get_throttles():
             errors[429] = "`throttled`: retry after `Retry-After` seconds"
+        # Answers a view gives before its own work, which the view cannot show in its
+        # declared responses (a throttle that is not a DRF throttle, say).
+        errors.update(getattr(view, "framework_problems", {}))
         return errors
 
 

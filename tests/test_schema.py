@@ -70,6 +70,10 @@ def test_the_framework_answers_are_documented_where_they_can_occur(schema):
     )
     assert "403" in paths["/api/v1/products/"]["post"]["responses"]
     assert "404" in paths["/api/v1/orders/{number}/pay/"]["post"]["responses"]
+    # Logins are throttled per address and per username, before the password check.
+    assert (
+        "login-throttled" in paths["/api/v1/auth/token/"]["post"]["responses"]["429"]["description"]
+    )
     # The callback is throttled per source address; it has no JSON parser.
     assert "429" in paths["/api/v1/callbacks/sandbox/"]["post"]["responses"]
     assert "415" not in paths["/api/v1/callbacks/sandbox/"]["post"]["responses"]
