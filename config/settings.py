@@ -356,14 +356,14 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "DESCRIPTION": (
         "A reference payment/order service where every retry is a replay.\n\n"
-        "**Idempotency-Key.** `POST /api/v1/orders/`, `/pay/`, `/cancel/` and `/refunds/` "
-        "require an `Idempotency-Key` header (1-255 characters from `A-Z a-z 0-9 - _ . : ~`, "
-        "bare or as an RFC 8941 sf-string). Keys are scoped per user. A retry with the same key and "
-        "body replays the first answer with `Idempotent-Replayed: true`; a different body is "
-        "422 `idempotency-key-mismatch`; a retry while the first is running is 409 "
+        "**Idempotency-Key.** `POST /api/v1/orders/`, `/pay/`, `/cancel/` and `/refunds/` require "
+        "an `Idempotency-Key` header (1-255 characters from `A-Z a-z 0-9 - _ . : ~`, bare or as an "
+        "RFC 8941 sf-string). Keys are scoped per user. A retry with the same key and body replays "
+        "the first answer with `Idempotent-Replayed: true`; a different body is 422 "
+        "`idempotency-key-mismatch`; a retry while the first is running is 409 "
         "`idempotency-key-in-use` with `Retry-After`. Finished keys are kept for "
-        f"{IDEMPOTENCY_KEY_TTL} seconds (`IDEMPOTENCY_KEY_TTL`); after that a reused key is a "
-        "new request. A request holding a key longer than "
+        f"{IDEMPOTENCY_KEY_TTL} seconds (`IDEMPOTENCY_KEY_TTL`); after that a reused key is a new "
+        "request. A request holding a key longer than "
         f"{IDEMPOTENCY_LOCK_TIMEOUT} seconds (`IDEMPOTENCY_LOCK_TIMEOUT`) is presumed dead "
         "and a retry takes over. Errors are RFC 9457 problem+json with a stable `code`."
     ),
