@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WITH_SERVICES := $(PY) -m config.embedded --
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo story audit reconcile shell test lint format bench clean
 
 install: $(STAMP)
 
@@ -21,6 +21,20 @@ $(STAMP): pyproject.toml
 
 demo: install
 	$(WITH_SERVICES) $(PY) -m config.demo
+
+# Beside a running `make demo` (same PORT): the settings find the shop and its
+# provider from PORT, so `PORT=9000 make demo` pairs with `PORT=9000 make story`.
+story: install
+	$(WITH_SERVICES) $(PY) manage.py story
+
+audit: install
+	$(WITH_SERVICES) $(PY) manage.py audit
+
+reconcile: install
+	$(WITH_SERVICES) $(PY) manage.py reconcile --once
+
+shell: install
+	$(WITH_SERVICES) $(PY) manage.py shell
 
 test: install
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)

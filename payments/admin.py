@@ -1,10 +1,11 @@
 from django.contrib import admin
 
+from config.admin import ReadOnlyAdmin
 from payments.models import LedgerEntry, Payment
 
 
 @admin.register(Payment)
-class PaymentAdmin(admin.ModelAdmin):
+class PaymentAdmin(ReadOnlyAdmin):
     list_display = (
         "out_trade_no",
         "order",
@@ -18,12 +19,17 @@ class PaymentAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "currency")
     search_fields = ("out_trade_no", "trade_no", "order__number", "payer")
-    # Payments change only through payment_settle (conditional updates).
-    readonly_fields = [field.name for field in Payment._meta.fields]
+    changed_through = (
+        "A payment moves only through payment_settle (conditional updates): the pay "
+        "request, the provider's notification or the reconciler."
+    )
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(admin.ModelAdmin):
+class LedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ("trade_no", "order", "payment", "amount", "currency", "created_at")
     search_fields = ("trade_no", "order__number")
-    readonly_fields = [field.name for field in LedgerEntry._meta.fields]
+    changed_through = (
+        "A ledger entry is written once, with the payment that captured the money "
+        "(unique per order and per provider trade_no)."
+    )

@@ -1,35 +1,23 @@
 """Read-only admin of the provider's tables: rows change through its API only."""
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from config.admin import ReadOnlyAdmin
 from sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [field.name for field in self.model._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+class ProviderAdmin(ReadOnlyAdmin):
+    changed_through = "The provider's rows change only through its HTTP API (/sandbox/v1/...)."
 
 
 @admin.register(Wallet)
-class WalletAdmin(ReadOnlyAdmin):
+class WalletAdmin(ProviderAdmin):
     list_display = ("payer", "balance", "charged_total", "refunded_total", "created_at")
     search_fields = ("payer",)
 
 
 @admin.register(Charge)
-class ChargeAdmin(ReadOnlyAdmin):
+class ChargeAdmin(ProviderAdmin):
     list_display = (
         "trade_no",
         "out_trade_no",
@@ -48,7 +36,7 @@ class ChargeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Refund)
-class RefundAdmin(ReadOnlyAdmin):
+class RefundAdmin(ProviderAdmin):
     list_display = (
         "refund_id",
         "out_refund_no",
@@ -65,13 +53,13 @@ class RefundAdmin(ReadOnlyAdmin):
 
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(ReadOnlyAdmin):
+class IdempotencyRecordAdmin(ProviderAdmin):
     list_display = ("key", "charge", "refund", "response_status", "created_at")
     search_fields = ("key", "charge__out_trade_no", "refund__out_refund_no")
 
 
 @admin.register(Notification)
-class NotificationAdmin(ReadOnlyAdmin):
+class NotificationAdmin(ProviderAdmin):
     list_display = (
         "notify_id",
         "copy",
@@ -95,6 +83,6 @@ class NotificationAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Fault)
-class FaultAdmin(ReadOnlyAdmin):
+class FaultAdmin(ProviderAdmin):
     # Faults are armed and cleared through POST/DELETE /sandbox/v1/faults.
     list_display = ("mode", "target", "remaining", "delay_s", "copies", "updated_at")

@@ -1,7 +1,8 @@
-"""My orders, one order (with its timeline) and its pay button."""
+"""My orders, one order (with its answers and timeline) and its pay button."""
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -12,8 +13,18 @@ from django.views.decorators.http import require_GET, require_POST
 from orders.models import Order
 from storefront.access import user_id
 from storefront.answers import Answer
-from storefront.selectors import my_order, my_orders, order_has_live_payment, order_timeline
+from storefront.history import answer_events, answer_history, answer_record
+from storefront.selectors import (
+    my_order,
+    my_orders,
+    order_has_live_payment,
+    order_timeline,
+    pay_key_resumes,
+)
 from storefront.services import order_pay_submit, pay_key_new
+
+# The pay script numbers its clicks and retries; anything else is just "Pay".
+MAX_LABEL_NUMBER = 999
 
 
 def render_order(
@@ -21,24 +32,38 @@ def render_order(
     *,
     order: Order,
     answer: Answer | None = None,
-    answered: str = "",
     retry_key: str | None = None,
 ) -> HttpResponse:
-    """The order page, optionally with the answer of the request that just ran."""
+    """The order page: every answer its requests got (kept across reloads), the timeline."""
     payable = order.status == Order.Status.UNPAID and not order_has_live_payment(order=order)
+    answers = answer_history(user_id=order.user_id, number=order.number)
     context: dict[str, Any] = {
         "order": order,
-        "answer": answer,
-        "answered": answered,
-        "timeline": order_timeline(order=order),
+        "answer": answer,  # the answer of the request that just ran (the last of answers)
+        "answers": answers,
+        "timeline": order_timeline(order=order, extra=answer_events(answers)),
         "payable": payable,
         "in_progress": order.status == Order.Status.UNPAID and not payable,
         # A retryable answer keeps its key (retry = the same request); anything else
         # is final for its key, so the next click is a new intent with a new key.
         "pay_key": retry_key or pay_key_new(),
         "retrying": retry_key is not None,
+        "provider_timeout_s": settings.PROVIDER_TIMEOUT_S,
     }
     return render(request, "storefront/order.html", context)
+
+
+def order_answer_record(
+    request: HttpRequest, *, order: Order, label: str, answer: Answer, key: str, note: str = ""
+) -> None:
+    answer_record(
+        user_id=user_id(request),
+        number=order.number,
+        label=label,
+        answer=answer,
+        key=key,
+        note=note,
+    )
 
 
 @login_required
@@ -58,6 +83,18 @@ def _wants_json(request: HttpRequest) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
+def _number(raw: str | None) -> int | None:
+    return int(raw) if raw and raw.isdigit() and 0 < int(raw) <= MAX_LABEL_NUMBER else None
+
+
+def _label(request: HttpRequest) -> str:
+    """ "Click 2", "Click 1 (retry 3, same key)", or "Pay" for the plain form."""
+    click, retry = _number(request.POST.get("click")), _number(request.POST.get("retry"))
+    if click is None:
+        return "Pay"
+    return f"Click {click}" + (f" (retry {retry}, same key)" if retry else "")
+
+
 @require_POST
 def order_pay(request: HttpRequest, number: str) -> HttpResponse:
     if not request.user.is_authenticated:
@@ -75,14 +112,17 @@ def order_pay(request: HttpRequest, number: str) -> HttpResponse:
         return redirect_to_login(reverse("storefront:order", kwargs={"number": number}))
     order = my_order(user_id=user_id(request), number=number)
     key = request.POST.get("idempotency_key", "")
+    resumes = pay_key_resumes(user_id=user_id(request), key=key)
     answer = order_pay_submit(user_id=user_id(request), order_number=number, key=key)
+    # The resume note holds only if this request ran (not a replay, not a 409).
+    ran = not answer.replayed and (answer.stored or answer.status == 503)
+    note = resumes if ran else ""
+    order_answer_record(
+        request, order=order, label=_label(request), answer=answer, key=key, note=note
+    )
     order.refresh_from_db()
     if _wants_json(request):
-        return JsonResponse({**answer.as_json(), "order_status": order.status})
+        return JsonResponse({**answer.as_json(), "note": note, "order_status": order.status})
     return render_order(
-        request,
-        order=order,
-        answer=answer,
-        answered="pay",
-        retry_key=key if answer.retry_same_key else None,
+        request, order=order, answer=answer, retry_key=key if answer.retry_same_key else None
     )
