@@ -62,32 +62,44 @@ def _capture(scene: Scene, provider: PaymentProvider, late: LateAttempt) -> None
         account = None
     if account is None or account.status is not ChargeStatus.SUCCESS:
         return  # told by the notification's absence; the provider has not captured
+    at_s = scene.seconds(account.paid_at)
     scene.record(
         Role.LATE_CAPTURE,
         "provider",
         "captures the money after all: the payer confirmed late",
         request=f"GET /sandbox/v1/charges/{late.out_trade_no} (the provider's own account)",
         result=f"{account.status} {account.trade_no}, {account.amount} {account.currency}",
-        why="The decline was not final for the payer: the wallet is debited now, for an "
-        "order the shop has cancelled.",
-        at_s=scene.seconds(account.paid_at) if account.paid_at is not None else None,
+        why="The decline was not final for the payer: the wallet is debited now, "
+        + _against_the_cancel(scene, at_s)
+        + ".",
+        at_s=at_s,
     )
+
+
+def _against_the_cancel(scene: Scene, at_s: float) -> str:
+    """When something happened, told against the customer's cancel (as the rows time it)."""
+    cancel = next((h for h in scene.happenings if h.role is Role.GIVE_UP), None)
+    if cancel is None or at_s >= cancel.at_s:
+        return "after the customer cancelled the order"
+    return "before the customer's cancel reached the shop"
 
 
 def _notification(scene: Scene, note: ProviderNotification) -> None:
     deferred = note.outcome == ProviderNotification.Outcome.DEFERRED
+    at_s = scene.seconds(note.received_at)
     scene.record(
         Role.LATE_NOTIFICATION,
         "provider",
         "notifies the shop of the late success",
         request="POST /api/v1/callbacks/sandbox/",
         result=f"{note.outcome}, answered {note.response_status}",
-        why="The shop never moves a state backwards: a success for a FAILED attempt of a "
-        "cancelled order is recorded as deferred and answered, so the provider stops "
-        "sending it. Not a dead end: the reconciler asks the provider about it."
+        why=f"It came {_against_the_cancel(scene, at_s)}. The shop never moves a state "
+        "backwards: a success for an attempt it already failed is recorded as deferred and "
+        "answered, so the provider stops sending it. Not a dead end: the reconciler asks "
+        "the provider about it."
         if deferred
         else f"Recorded as {note.outcome}.",
-        at_s=scene.seconds(note.received_at),
+        at_s=at_s,
     )
 
 
