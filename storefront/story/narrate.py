@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from storefront.story.observe import Observed, Settler
 from storefront.story.report import StoryStep
-from storefront.story.scenario import Happening, Role
+from storefront.story.scene import Happening, Role
 
 CLICK = (
     "The page made one key for this pay intent. The shop takes the key, commits the "
