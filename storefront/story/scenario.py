@@ -12,7 +12,6 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
+from onceshop_client import new_key
 from storefront.answers import Answer
 from storefront.story.report import StoryUnavailable
 from storefront.story.scene import (
@@ -98,7 +98,7 @@ def pay_twice_then_gateway(scene: Scene) -> None:
     me = scene.as_customer()
     number = scene.order_number
     path = reverse("order-pay", kwargs={"number": number})
-    key = scene.pay_key = str(uuid.uuid4())
+    key = scene.pay_key = new_key()
     request = f"POST {path} · Idempotency-Key {short_key(key)}"
 
     first: list[Answer] = []

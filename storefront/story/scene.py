@@ -9,7 +9,6 @@ did, in one time line. The actions here are used by both chapters.
 from __future__ import annotations
 
 import enum
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,7 +17,7 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 
-from onceshop_client import Line, OnceShopClient, Reply
+from onceshop_client import Line, OnceShopClient, Reply, new_key
 from storefront.answers import Answer
 from storefront.story.report import StoryUnavailable
 from storefront.story.wire import client, send
@@ -130,7 +129,7 @@ def short_key(key: str) -> str:
 
 def place_order(scene: Scene) -> str:
     """One order of the cheapest product in stock; its number. Used by both chapters."""
-    key = str(uuid.uuid4())
+    key = new_key()
     product = scene.product
     lines: list[Line] = [{"sku": product["sku"], "quantity": 1}]
     me = scene.as_customer()
