@@ -60,6 +60,9 @@ elif not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
 # a process with this on (the demo's provider process and worker, the tests, the
 # bench), never in the shop of a deployment. Its tables stay installed, and empty.
 SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", False)
+# The demo's provider server (config/demo.py): it serves the sandbox and the admin of
+# its tables at its root (config/provider_urls.py), not a second copy of the shop.
+SANDBOX_ONLY = SANDBOX_ENABLED and env_bool("SANDBOX_ONLY", False)
 
 
 def dev_default(value: str) -> str:
@@ -121,13 +124,14 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "config.urls"
+ROOT_URLCONF = "config.provider_urls" if SANDBOX_ONLY else "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The admin's read-only pages (config/admin.py).
+        "DIRS": [BASE_DIR / "config" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -329,16 +333,23 @@ ORDER_MAX_QUANTITY = 1000
 ORDER_MAX_AMOUNT = env_int("ORDER_MAX_AMOUNT", 10**12)
 
 # --- Payments provider ----------------------------------------------------------
-# Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/; the
-# demo serves it on its own port, PORT + 1). The shop talks to it only over HTTP.
-PROVIDER_BASE_URL = env_str("PROVIDER_BASE_URL", "http://127.0.0.1:8001/sandbox").rstrip("/")
+# The demo's ports (config/demo.py serves the shop on PORT and its provider on
+# PROVIDER_PORT). Read here too, so every command run beside a demo on another PORT
+# (`manage.py story`, `audit`, `reconcile`) finds it without more settings.
+PORT = env_int("PORT", 8000)
+PROVIDER_PORT = env_int("PROVIDER_PORT", PORT + 1)
+# Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/ of
+# its own server). The shop talks to it only over HTTP.
+PROVIDER_BASE_URL = env_str(
+    "PROVIDER_BASE_URL", f"http://127.0.0.1:{PROVIDER_PORT}/sandbox"
+).rstrip("/")
 # Connect/read timeout of every provider call. Well below IDEMPOTENCY_LOCK_TIMEOUT,
 # so a request waiting on the provider never looks abandoned while it still runs.
 PROVIDER_TIMEOUT_S = env_float("PROVIDER_TIMEOUT_S", 5.0)
 # The merchant credential the shop presents to the provider.
 PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", dev_default(DEVELOPMENT_PROVIDER_API_KEY))
 # The shop's public base URL: the provider sends notifications to it.
-SHOP_BASE_URL = env_str("SHOP_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+SHOP_BASE_URL = env_str("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}").rstrip("/")
 
 # --- Sandbox provider -------------------------------------------------------------
 # HMAC secret of the Sandbox-Signature header. Comma-separated to rotate: the sandbox
