@@ -18,7 +18,7 @@ ZH = DOCS / "zh-CN"
 PAIRS = [(path, ZH / path.name) for path in sorted(DOCS.glob("*.md"))] + [
     (ROOT / "README.md", ROOT / "README.zh-CN.md")
 ]
-CHINESE = sorted(ZH.glob("*.md")) + [ROOT / "README.zh-CN.md"]
+CHINESE = [*sorted(ZH.glob("*.md")), ROOT / "README.zh-CN.md"]
 
 # [text](target) — inline Markdown links; images and absolute URLs are left out.
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -66,9 +66,8 @@ def test_every_relative_link_of_the_chinese_docs_leads_somewhere(path):
     for link in _links(path):
         file_part, _, anchor = link.partition("#")
         target = (path.parent / file_part).resolve() if file_part else path
-        if not target.exists():
-            broken.append(link)
-        elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+        heading_missing = anchor and target.suffix == ".md" and anchor not in _anchors(target)
+        if not target.exists() or heading_missing:
             broken.append(link)
     assert not broken, f"{_name(path)}: broken links {broken}"
 
