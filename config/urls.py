@@ -21,6 +21,8 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # The language switcher posts here (Django's set_language: a remembered cookie).
+    path("i18n/", include("django.conf.urls.i18n")),
     path("", include("storefront.urls")),
 ]
 
