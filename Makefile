@@ -15,7 +15,7 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install messages lock demo test lint format bench lab clean
+.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab clean
 
 install: $(STAMP) messages
 
@@ -40,6 +40,23 @@ lock: install
 # The demo profile: development secrets, embedded services, the sandbox provider.
 demo: install
 	DEMO_MODE=true $(WITH_SERVICES) $(PY) -m config.demo
+
+# Beside a running `make demo` (same PORT), in its profile and on its services: the
+# settings find the shop and its provider from PORT, so `PORT=9000 make demo` pairs
+# with `PORT=9000 make story`.
+BESIDE_DEMO := DEMO_MODE=true $(WITH_SERVICES) $(PY) manage.py
+
+story: install
+	$(BESIDE_DEMO) story
+
+audit: install
+	$(BESIDE_DEMO) audit
+
+reconcile: install
+	$(BESIDE_DEMO) reconcile --once
+
+shell: install
+	$(BESIDE_DEMO) shell
 
 test: install
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)

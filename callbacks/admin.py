@@ -1,10 +1,11 @@
 from django.contrib import admin
 
 from callbacks.models import ProviderNotification
+from config.admin import ReadOnlyAdmin
 
 
 @admin.register(ProviderNotification)
-class ProviderNotificationAdmin(admin.ModelAdmin):
+class ProviderNotificationAdmin(ReadOnlyAdmin):
     list_display = (
         "notify_id",
         "out_trade_no",
@@ -17,7 +18,4 @@ class ProviderNotificationAdmin(admin.ModelAdmin):
     )
     list_filter = ("outcome", "trade_status", "provider", "response_status")
     search_fields = ("notify_id", "trade_no", "out_trade_no")
-    readonly_fields = [field.name for field in ProviderNotification._meta.fields]
-
-    def has_add_permission(self, request: object) -> bool:
-        return False  # written by the provider only
+    changed_through = "Notifications are written by the provider's callbacks only."

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.embedded import VAR_DIR
@@ -40,6 +40,9 @@ STABLE_AFTER_S = 60.0
 # Ctrl-C gives every child this long to finish what it is doing (gunicorn drains
 # requests, celery a warm shutdown) before its whole process group is killed.
 STOP_GRACE_S = 15.0
+# Celery warns at length when its worker runs as root, which a demo in a container
+# or a VM often does and the person running it cannot change: said once, by us.
+QUIET_WORKER = {"PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges"}
 
 
 def _manage(*args: str) -> None:
@@ -65,9 +68,11 @@ class Child:
     pidfile: Path | None = None
     # Plays the provider: serves /sandbox/ and runs its tasks (SANDBOX_ENABLED).
     provider: bool = False
+    env: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> None:
-        env = {**os.environ, "SANDBOX_ENABLED": "true" if self.provider else "false"}
+        sandbox = {"SANDBOX_ENABLED": "true" if self.provider else "false"}
+        env = {**os.environ, **sandbox, **self.env}
         self.process = subprocess.Popen(self.argv, start_new_session=True, env=env)
         self.started_at = time.monotonic()
         self.restart_at = None
@@ -108,6 +113,9 @@ def _gunicorn(bin_dir: str, port: str) -> list[str]:
         "8",
         "--timeout",
         "60",
+        # Both servers would otherwise open the same control socket (~/.gunicorn/
+        # gunicorn.ctl) and warn about it; the supervisor steers them by signals.
+        "--no-control-socket",
     ]
 
 
@@ -127,6 +135,7 @@ def _children(bin_dir: str) -> list[Child]:
                 "--concurrency",
                 "2",
             ],
+            env=QUIET_WORKER,
             restart=True,
             pidfile=WORKER_PIDFILE,
             # One worker for both companies here: it delivers the sandbox's notifications.
@@ -211,8 +220,8 @@ def _stop(children: list[Child]) -> None:
 
 def main() -> int:
     os.environ.setdefault("DEMO_MODE", "true")
-    os.environ.setdefault("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}")
-    os.environ.setdefault("PROVIDER_BASE_URL", f"http://127.0.0.1:{PROVIDER_PORT}/sandbox")
+    # The settings derive SHOP_BASE_URL and PROVIDER_BASE_URL from these two.
+    os.environ["PORT"], os.environ["PROVIDER_PORT"] = PORT, PROVIDER_PORT
     _manage("migrate", "--no-input", "-v", "0")
     _manage("collectstatic", "--no-input", "-v", "0")
     _manage("seed_demo")

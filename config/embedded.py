@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,12 @@ def start_redis() -> Service:
 
 def start_postgres() -> Service:
     """Start (or reuse) the embedded PostgreSQL; return its URL and a stop function."""
-    import pgserver
+    with warnings.catch_warnings():
+        # pgserver asks platformdirs for a runtime dir at import; without
+        # XDG_RUNTIME_DIR (a container, a root shell) it warns and uses /tmp, which
+        # works. Nothing for the person running `make demo` to do about it.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
 
     PG_DIR.mkdir(parents=True, exist_ok=True)
     # pgserver logs from its atexit hook, after stderr may be closed: keep it quiet.

@@ -128,7 +128,8 @@ WSGI_APPLICATION = "config.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The admin's read-only pages (config/admin.py).
+        "DIRS": [BASE_DIR / "config" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -340,16 +341,23 @@ ORDER_MAX_QUANTITY = 1000
 ORDER_MAX_AMOUNT = env_int("ORDER_MAX_AMOUNT", 10**12)
 
 # --- Payments provider ----------------------------------------------------------
-# Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/; the
-# demo serves it on its own port, PORT + 1). The shop talks to it only over HTTP.
-PROVIDER_BASE_URL = env_str("PROVIDER_BASE_URL", "http://127.0.0.1:8001/sandbox").rstrip("/")
+# The demo's ports (config/demo.py serves the shop on PORT and its provider on
+# PROVIDER_PORT). Read here too, so every command run beside a demo on another PORT
+# (`manage.py story`, `audit`, `reconcile`) finds it without more settings.
+PORT = env_int("PORT", 8000)
+PROVIDER_PORT = env_int("PROVIDER_PORT", PORT + 1)
+# Where the shop reaches its payment provider (the sandbox, mounted at /sandbox/ of
+# its own server). The shop talks to it only over HTTP.
+PROVIDER_BASE_URL = env_str(
+    "PROVIDER_BASE_URL", f"http://127.0.0.1:{PROVIDER_PORT}/sandbox"
+).rstrip("/")
 # Connect/read timeout of every provider call. Well below IDEMPOTENCY_LOCK_TIMEOUT,
 # so a request waiting on the provider never looks abandoned while it still runs.
 PROVIDER_TIMEOUT_S = env_float("PROVIDER_TIMEOUT_S", 5.0)
 # The merchant credential the shop presents to the provider.
 PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", dev_default(DEVELOPMENT_PROVIDER_API_KEY))
 # The shop's public base URL: the provider sends notifications to it.
-SHOP_BASE_URL = env_str("SHOP_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+SHOP_BASE_URL = env_str("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}").rstrip("/")
 
 # --- Sandbox provider -------------------------------------------------------------
 # HMAC secret of the Sandbox-Signature header. Comma-separated to rotate: the sandbox

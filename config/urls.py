@@ -1,9 +1,12 @@
 from django.conf import settings
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.auth_api import TokenObtainApi
+from config.problems import problem_detail, problem_list
 from config.throttling import login_throttled
 
 api_v1: list[URLPattern | URLResolver] = [
@@ -21,6 +24,11 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # Every problem's `type`: /problems/<code>, exactly as the errors write it.
+    path("problems/", problem_list, name="problems"),
+    path("problems/<slug:code>", problem_detail, name="problem"),
+    # Browsers ask for it on every page the icon link does not cover (admin, Swagger).
+    path("favicon.ico", RedirectView.as_view(url=static("storefront/favicon.svg"))),
     # The language switcher posts here (Django's set_language: a remembered cookie).
     path("i18n/", include("django.conf.urls.i18n")),
     path("", include("storefront.urls")),

@@ -1,10 +1,11 @@
 from django.contrib import admin
 
+from config.admin import ReadOnlyAdmin
 from idempotency.models import IdempotencyKey
 
 
 @admin.register(IdempotencyKey)
-class IdempotencyKeyAdmin(admin.ModelAdmin):
+class IdempotencyKeyAdmin(ReadOnlyAdmin):
     list_display = (
         "key",
         "user",
@@ -18,7 +19,7 @@ class IdempotencyKeyAdmin(admin.ModelAdmin):
     )
     list_filter = ("recovery_point", "response_status")
     search_fields = ("key", "user__username", "path")
-    readonly_fields = [field.name for field in IdempotencyKey._meta.fields]
-
-    def has_add_permission(self, request: object) -> bool:
-        return False  # records are written by requests only
+    changed_through = (
+        "Records are written by the requests that carry the keys; the reaper removes "
+        "them after IDEMPOTENCY_KEY_TTL."
+    )

@@ -1,40 +1,56 @@
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.http import HttpRequest
+
+from config.admin import ReadOnlyAdmin, ReadOnlyInline
 from orders.models import InventoryMovement, Order, OrderLine, Product
+from orders.services import product_create
 
 
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
     list_display = ("sku", "name", "price", "currency", "stock")
     search_fields = ("sku", "name")
-    # Stock moves only through services (conditional updates + movements).
+    # Stock moves only through services (conditional updates + movements); a product
+    # added here starts with none, and its restock is a movement too.
     readonly_fields = ("stock",)
 
+    def save_model(self, request: HttpRequest, obj: Product, form: Any, change: bool) -> None:
+        if change:  # name, price: plain attributes; stock is read-only here
+            super().save_model(request, obj, form, change)
+            return
+        created = product_create(
+            sku=obj.sku, name=obj.name, price=obj.price, currency=obj.currency, stock=0
+        )
+        obj.pk, obj.stock, obj.created_at = created.pk, created.stock, created.created_at
 
-class OrderLineInline(admin.TabularInline):
+
+class OrderLineInline(ReadOnlyInline):
     model = OrderLine
-    extra = 0
-    can_delete = False
-    readonly_fields = ("product", "sku", "unit_price", "quantity")
 
 
 @admin.register(Order)
-class OrderAdmin(admin.ModelAdmin):
-    list_display = ("number", "user", "status", "amount", "currency", "created_at", "paid_at")
-    list_filter = ("status", "currency")
-    search_fields = ("number", "user__username", "idempotency_key")
-    readonly_fields = (
+class OrderAdmin(ReadOnlyAdmin):
+    list_display = (
         "number",
         "user",
         "status",
-        "allowed_transitions",
         "amount",
+        "refunded_amount",
         "currency",
-        "idempotency_key",
         "created_at",
         "paid_at",
     )
+    list_filter = ("status", "currency")
+    search_fields = ("number", "user__username", "idempotency_key")
+    readonly_fields = ("allowed_transitions",)
     inlines = [OrderLineInline]
+    changed_through = (
+        "An order changes only through its services and their state machine: paid by a "
+        "settled payment, cancelled by a cancel (POST /api/v1/orders/{number}/cancel/) or "
+        "the expiry task, refunded by a refund (POST /api/v1/orders/{number}/refunds/)."
+    )
 
     @admin.display(description="Allowed transitions")
     def allowed_transitions(self, order: Order) -> str:
@@ -46,7 +62,9 @@ class OrderAdmin(admin.ModelAdmin):
 
 
 @admin.register(InventoryMovement)
-class InventoryMovementAdmin(admin.ModelAdmin):
+class InventoryMovementAdmin(ReadOnlyAdmin):
     list_display = ("product", "order", "kind", "quantity", "created_at")
     list_filter = ("kind",)
-    readonly_fields = ("product", "order", "kind", "quantity", "created_at")
+    changed_through = (
+        "Movements are written with the stock change they explain: an order, a cancel, a restock."
+    )

@@ -1,34 +1,22 @@
 """Read-only admin of the provider's tables: rows change through its API only."""
 
-from typing import Any
-
 from django.conf import settings
 from django.contrib import admin
-from django.http import HttpRequest
 
+from config.admin import ReadOnlyAdmin
 from sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [field.name for field in self.model._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+class ProviderAdmin(ReadOnlyAdmin):
+    changed_through = "The provider's rows change only through its HTTP API (/sandbox/v1/...)."
 
 
-class WalletAdmin(ReadOnlyAdmin):
+class WalletAdmin(ProviderAdmin):
     list_display = ("payer", "balance", "charged_total", "refunded_total", "created_at")
     search_fields = ("payer",)
 
 
-class ChargeAdmin(ReadOnlyAdmin):
+class ChargeAdmin(ProviderAdmin):
     list_display = (
         "trade_no",
         "out_trade_no",
@@ -46,7 +34,7 @@ class ChargeAdmin(ReadOnlyAdmin):
     search_fields = ("trade_no", "out_trade_no", "wallet__payer")
 
 
-class RefundAdmin(ReadOnlyAdmin):
+class RefundAdmin(ProviderAdmin):
     list_display = (
         "refund_id",
         "out_refund_no",
@@ -62,12 +50,12 @@ class RefundAdmin(ReadOnlyAdmin):
     search_fields = ("refund_id", "out_refund_no", "charge__out_trade_no", "charge__wallet__payer")
 
 
-class IdempotencyRecordAdmin(ReadOnlyAdmin):
+class IdempotencyRecordAdmin(ProviderAdmin):
     list_display = ("key", "charge", "refund", "response_status", "created_at")
     search_fields = ("key", "charge__out_trade_no", "refund__out_refund_no")
 
 
-class NotificationAdmin(ReadOnlyAdmin):
+class NotificationAdmin(ProviderAdmin):
     list_display = (
         "notify_id",
         "copy",
@@ -90,7 +78,7 @@ class NotificationAdmin(ReadOnlyAdmin):
     )
 
 
-class FaultAdmin(ReadOnlyAdmin):
+class FaultAdmin(ProviderAdmin):
     # Faults are armed and cleared through POST/DELETE /sandbox/v1/faults.
     list_display = ("mode", "target", "remaining", "delay_s", "copies", "updated_at")
 

@@ -4,8 +4,9 @@ Refusals are pages that say why in words (403), never a bare error. The rules:
 
 - Chaos panel and the story button: only with ``DEMO_MODE`` on, and only for
   staff or the seeded demo users. A real deployment never shows them.
-- Killing the worker: staff only, even in demo mode (it is an operator's act on
-  the machine, not a customer's on the shop).
+- Switching the provider's faults and killing the worker: staff only, even in
+  demo mode (an operator's acts on the provider and the machine, not a
+  customer's on the shop). Customers see the panel and send requests from it.
 - The books: staff always; any logged-in user in demo mode, where seeing the
   books agree is the point.
 """

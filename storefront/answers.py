@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 from config.errors import ApplicationError, ConcurrentUpdate, InternalError, LockTimeout
@@ -23,7 +24,7 @@ from idempotency.errors import (
     IdempotencyKeyMismatch,
     IdempotencyKeyMissing,
 )
-from orders.errors import OrderKeyReused, OutOfStock, UnknownSku
+from orders.errors import OrderKeyReused, OrderNotCancellable, OutOfStock, UnknownSku
 from payments.errors import OrderNotPayable, PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
 from storefront.errors import CheckoutTokenInvalid, CheckoutUnavailable
 
@@ -40,10 +41,26 @@ RETRY_SAME_KEY = frozenset(
     }
 )
 
+# The errors that are their key's final answer (``final``): stored with the key and
+# replayed to every retry. Any other error is not stored: nothing replays it.
+STORED_ERRORS = frozenset(
+    cls.code
+    for cls in (
+        OutOfStock,
+        OrderKeyReused,
+        OrderNotCancellable,
+        OrderNotPayable,
+        PaymentDeclined,
+        PaymentFailed,
+    )
+    if cls.final
+)
+
 _WHY: dict[str, str] = {
     IdempotencyKeyInUse.code: (
-        "The first request with this key is still running, so nothing new was started. "
-        "Retrying with the same key."
+        "Another request with this key (an earlier click, or one sent at the same moment "
+        "that got there first) is still running, so nothing new was started. Retrying "
+        "with the same key."
     ),
     PaymentOutcomeUnknown.code: (
         "The provider did not answer in time: nobody knows yet whether the charge happened. "
@@ -93,6 +110,13 @@ _WHY: dict[str, str] = {
     "not-authenticated": "Your session has ended: log in again. Nothing was attempted.",
     "throttled": "Too many requests; nothing was attempted. Wait and try again.",
 }
+
+
+def status_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase  # "Created", not "OK", for a 201
+    except ValueError:
+        return "error"
 
 
 @dataclass(frozen=True)
@@ -156,13 +180,21 @@ class Answer:
         return self.code in RETRY_SAME_KEY
 
     @property
+    def stored(self) -> bool:
+        """Whether this answer is (now) the key's stored answer, which retries replay."""
+        return self.replayed or self.ok or self.code in STORED_ERRORS
+
+    @property
     def freshness(self) -> str:
-        return "replayed" if self.replayed else "fresh"
+        """``replayed``, ``fresh`` (ran now, stored), or ``not stored`` (a 409, a 503)."""
+        if self.replayed:
+            return "replayed"
+        return "fresh" if self.stored else "not stored"
 
     @property
     def summary(self) -> str:
-        """One line: ``503 payment-outcome-unknown, fresh``."""
-        what = self.code or ("OK" if self.ok else "error")
+        """One line: ``503 payment-outcome-unknown, fresh``, ``201 Created, fresh``."""
+        what = self.code or status_phrase(self.status)
         return f"{self.status} {what}, {self.freshness}"
 
     @property
@@ -184,6 +216,7 @@ class Answer:
         return {
             "status": self.status,
             "replayed": self.replayed,
+            "freshness": self.freshness,
             "code": self.code,
             "detail": self.detail,
             "summary": self.summary,

@@ -86,6 +86,9 @@ class Books:
     waiting: list[Waiting]
     waiting_count: int
     audit: Any | None
+    # The totals' currency, for showing them as money ("59.00 CNY"): the demo's
+    # catalogue has one (orders refuse mixed currencies, 400 `mixed-currencies`).
+    currency: str = "CNY"
     audit_error: str = ""
     audit_note: str = ""
 
@@ -271,6 +274,7 @@ def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Boo
         waiting=waiting,
         waiting_count=waiting_count,
         audit=audit,
+        currency=Product.objects.values_list("currency", flat=True).first() or "CNY",
         audit_error=audit_error,
         audit_note=audit_note,
     )

@@ -104,8 +104,9 @@ BURST_WHAT_SHOULD_HAPPEN = (
 KILL_WHAT_SHOULD_HAPPEN = (
     "The worker is killed mid-task (SIGKILL: no clean shutdown). The demo's supervisor starts a "
     "new one. A task it was running was never acknowledged (acks_late), so the broker hands "
-    "it out again (Redis does so after its visibility timeout), and the task, safe to run "
-    "twice, changes nothing the second time."
+    "it out again (Redis does so only after its visibility timeout: the demo task above "
+    "shows redelivery in seconds), and the task, safe to run twice, changes nothing the "
+    "second time."
 )
 
 # The panel's load test: identical requests, and how many are in flight at once. A

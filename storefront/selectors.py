@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -140,9 +141,36 @@ def _refund_events(order: Order) -> list[Event]:
     return events
 
 
-def order_timeline(*, order: Order) -> list[Event]:
-    """Everything that happened to the order, oldest first."""
+def pay_key_resumes(*, user_id: int, key: str) -> str:
+    """What a pay request under ``key`` will do first, said before it runs ("" if it starts).
+
+    A key whose record waits at 'payment_created' resumes there: if the attempt's
+    outcome is unknown it asks the provider (query by out_trade_no) before any
+    charge; if someone settled it meanwhile, it only reads that.
+    """
+    record = IdempotencyKey.objects.filter(user_id=user_id, key=key).first()
+    if record is None or record.recovery_point != "payment_created" or not record.resource_id:
+        return ""
+    payment = Payment.objects.filter(pk=record.resource_id).first()
+    if payment is None:
+        return ""
+    if payment.status == PaymentStatus.UNKNOWN:
+        return (
+            "resumed at 'payment_created' and asked the provider about the attempt "
+            f"(query {payment.out_trade_no}) before charging"
+        )
+    if payment.status in (PaymentStatus.SUCCEEDED, PaymentStatus.FAILED):
+        return (
+            "resumed at 'payment_created' and found the payment already settled "
+            f"({payment.status}): nothing was asked or charged again"
+        )
+    return ""
+
+
+def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
+    """Everything that happened to the order, oldest first, with ``extra`` events merged."""
     events = [Event(order.created_at, "created", f"Order {order.number} created", "")]
+    events += extra
     if order.idempotency_key:
         record = IdempotencyKey.objects.filter(
             user_id=order.user_id, key=order.idempotency_key

@@ -25,6 +25,12 @@ urlpatterns = [
     path("chaos/repeat/", chaos.repeat, name="chaos-repeat"),
     path("chaos/burst/", chaos.burst, name="chaos-burst"),
     path("chaos/kill-worker/", chaos.kill_worker, name="chaos-kill-worker"),
+    path("chaos/redelivery/", chaos.redelivery_start, name="chaos-redelivery"),
+    path(
+        "chaos/redelivery/<str:run_id>/kill/",
+        chaos.redelivery_kill,
+        name="chaos-redelivery-kill",
+    ),
     path("books/", books.page, name="books"),
     path("books/live/", books.live, name="books-live"),
     path("how-it-works/", docs.how_it_works, name="how"),

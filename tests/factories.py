@@ -1,11 +1,15 @@
 """factory-boy factories: the one place tests make rows."""
 
+import uuid
 from typing import Any
 
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from idempotency.core import fingerprint
+from idempotency.models import IdempotencyKey
 from orders.models import Product
 from orders.services import product_create
 
@@ -46,3 +50,30 @@ class ProductFactory(factory.Factory):
     @classmethod
     def _build(cls, model_class: type[Product], *args: Any, **kwargs: Any) -> Product:
         return model_class(**kwargs)
+
+
+def pay_record_plant(
+    user: Any, order: Any, *, point: str, payment: Any = None, locked: bool = False
+) -> str:
+    """The key record of a pay request, as one left at ``point`` leaves it; its key.
+
+    ``locked``: the request still runs (its lock is fresh), so a same-key request
+    gets 409; otherwise it died (lock released or expired) and a retry resumes.
+    """
+    key = str(uuid.uuid4())
+    path = f"/api/v1/orders/{order.number}/pay/"
+    now = timezone.now()
+    IdempotencyKey.objects.create(
+        user=user,
+        key=key,
+        fingerprint=fingerprint(method="POST", path=path, body={}),
+        method="POST",
+        path=path,
+        recovery_point=point,
+        created_at=now,
+        lock_token=uuid.uuid4() if locked else None,
+        locked_at=now if locked else None,
+        resource_type="payment" if payment else "",
+        resource_id=payment.pk if payment else None,
+    )
+    return key

@@ -1,5 +1,8 @@
 """The project around the code: OpenAPI, offline docs, docker-compose, settings."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,51 @@ def test_the_atomic_requests_setting_stays_off():
     # The idempotency layer owns its transactions; a request-wide one would merge
     # the phases and break the recovery points.
     assert settings.DATABASES["default"]["ATOMIC_REQUESTS"] is False
+
+
+def _manage(*args: str, port: str) -> subprocess.CompletedProcess[str]:
+    """`.venv/bin/python manage.py …` as a reader types it, beside a demo on ``port``."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"SHOP_BASE_URL", "PROVIDER_BASE_URL", "PROVIDER_PORT", "PORT"}
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**env, "PORT": port},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_story_command_finds_the_shop_on_the_port_the_demo_runs_on():
+    # Port 9: nothing listens, so the command names where it looked, and fails cleanly.
+    done = _manage("story", port="9")
+
+    assert "Running the story against http://127.0.0.1:9 " in done.stdout
+    assert "The shop at http://127.0.0.1:9 is not reachable" in done.stderr
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+
+
+def test_the_provider_url_follows_port_too():
+    done = _manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.PROVIDER_BASE_URL)",
+        port="9300",
+    )
+
+    assert done.stdout.strip().splitlines()[-1] == "http://127.0.0.1:9301/sandbox", done.stderr
+
+
+def test_the_make_targets_a_reader_is_told_about_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    readme = (ROOT / "README.md").read_text()
+
+    for target in ("demo", "test", "lint", "bench", "story", "audit", "reconcile", "shell"):
+        assert f"\n{target}: install" in makefile, target
+        assert f"make {target}" in readme, target

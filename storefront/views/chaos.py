@@ -3,7 +3,8 @@
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from storefront.access import chaos_required, is_staff, staff_required, user_id
@@ -25,6 +26,12 @@ from storefront.chaos import (
 from storefront.client import ShopUnreachable
 from storefront.errors import ChaosUnavailable
 from storefront.forms import FaultForm
+from storefront.redelivery import (
+    REDELIVERY_WHAT_SHOULD_HAPPEN,
+    chaos_redelivery_kill,
+    chaos_redelivery_start,
+    redelivery_attempts,
+)
 from storefront.selectors import active_faults
 
 
@@ -48,8 +55,20 @@ def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: An
         "burst_pool": BURST_POOL,
         "visibility_timeout_s": visibility_timeout_s(),
         "is_staff": is_staff(request.user),
+        "redelivery_explained": REDELIVERY_WHAT_SHOULD_HAPPEN,
         **result,
     }
+    run_id = str(context.get("run_id") or request.GET.get("run", ""))
+    if run_id.isalnum():
+        context["run_id"] = run_id
+        context["attempts"] = redelivery_attempts(run_id=run_id)
+        # Refresh once a second while an attempt runs, so redelivery is seen happen.
+        context["running"] = any(a.finished is None for a in context["attempts"])
+        context["refresh"] = context["running"] or not context["attempts"]
+        killed = request.GET.get("killed", "")
+        if killed.isdigit():
+            context["done"] = f"Sent SIGKILL to pid {killed}, the pool process running the task."
+            context["expect"] = REDELIVERY_WHAT_SHOULD_HAPPEN
     return render(request, "storefront/chaos.html", context)
 
 
@@ -61,6 +80,7 @@ def panel(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @chaos_required
+@staff_required
 def fault_arm(request: HttpRequest) -> HttpResponse:
     mode = request.POST.get("mode", "")
     if mode not in FAULT_MODE_BY_NAME:
@@ -85,6 +105,7 @@ def fault_arm(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @chaos_required
+@staff_required
 def fault_clear(request: HttpRequest) -> HttpResponse:
     cleared = chaos_fault_clear()
     return _panel(
@@ -127,3 +148,23 @@ def kill_worker(request: HttpRequest) -> HttpResponse:
         done=f"Sent SIGKILL to the worker (pid {pid}) and its pool processes.",
         expect=KILL_WHAT_SHOULD_HAPPEN,
     )
+
+
+@require_POST
+@chaos_required
+@staff_required
+def redelivery_start(request: HttpRequest) -> HttpResponse:
+    run_id = chaos_redelivery_start()
+    return redirect(f"{reverse('storefront:chaos')}?run={run_id}#redelivery-h")
+
+
+@require_POST
+@chaos_required
+@staff_required
+def redelivery_kill(request: HttpRequest, run_id: str) -> HttpResponse:
+    try:
+        pid = chaos_redelivery_kill(run_id=run_id)
+    except ChaosUnavailable as error:
+        return _panel(request, run_id=run_id, failed=str(error))
+    # Redirected, so the panel's once-a-second refresh (a GET) can follow the run.
+    return redirect(f"{reverse('storefront:chaos')}?run={run_id}&killed={pid}#redelivery-h")

@@ -4,11 +4,17 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from storefront.concepts import CONCEPTS, audit_checks
 from storefront.diagram import order_state_machine
 from storefront.matrix import behaviour_matrix
 
 
 @require_GET
 def how_it_works(request: HttpRequest) -> HttpResponse:
-    context = {"matrix": behaviour_matrix(), "machine": order_state_machine()}
+    context = {
+        "matrix": behaviour_matrix(),
+        "machine": order_state_machine(),
+        "concepts": CONCEPTS,
+        "audit_checks": audit_checks(),
+    }
     return render(request, "storefront/how.html", context)

@@ -1,7 +1,8 @@
-"""My orders, one order (with its timeline) and its pay and refund buttons."""
+"""My orders, one order (with its answers and timeline), its pay and refund buttons."""
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -13,8 +14,18 @@ from orders.models import Order
 from storefront.access import user_id
 from storefront.answers import Answer
 from storefront.errors import RefundAmountInvalid
-from storefront.selectors import my_order, my_orders, order_has_live_payment, order_timeline
+from storefront.history import answer_events, answer_history, answer_record
+from storefront.selectors import (
+    my_order,
+    my_orders,
+    order_has_live_payment,
+    order_timeline,
+    pay_key_resumes,
+)
 from storefront.services import order_pay_submit, order_refund_submit, pay_key_new
+
+# The pay script numbers its clicks and retries; anything else is just "Pay".
+MAX_LABEL_NUMBER = 999
 
 
 def render_order(
@@ -26,13 +37,14 @@ def render_order(
     retry_key: str | None = None,
     refund_amount: str = "",
 ) -> HttpResponse:
-    """The order page, optionally with the answer of the request that just ran."""
+    """The order page: every answer its requests got (kept across reloads), the timeline."""
     payable = order.status == Order.Status.UNPAID and not order_has_live_payment(order=order)
+    answers = answer_history(user_id=order.user_id, number=order.number)
     context: dict[str, Any] = {
         "order": order,
-        "answer": answer,
-        "answered": answered,
-        "timeline": order_timeline(order=order),
+        "answer": answer,  # the answer of the request that just ran (the last of answers)
+        "answers": answers,
+        "timeline": order_timeline(order=order, extra=answer_events(answers)),
         "payable": payable,
         "in_progress": order.status == Order.Status.UNPAID and not payable,
         # A retryable answer keeps its key (retry = the same request); anything else
@@ -44,8 +56,22 @@ def render_order(
         "refund_retrying": retry_key is not None and answered == "refund",
         # A retry must be the same request: the same amount as the first submit.
         "refund_amount": refund_amount if retry_key is not None else "",
+        "provider_timeout_s": settings.PROVIDER_TIMEOUT_S,
     }
     return render(request, "storefront/order.html", context)
+
+
+def order_answer_record(
+    request: HttpRequest, *, order: Order, label: str, answer: Answer, key: str, note: str = ""
+) -> None:
+    answer_record(
+        user_id=user_id(request),
+        number=order.number,
+        label=label,
+        answer=answer,
+        key=key,
+        note=note,
+    )
 
 
 @login_required
@@ -65,6 +91,18 @@ def _wants_json(request: HttpRequest) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
+def _number(raw: str | None) -> int | None:
+    return int(raw) if raw and raw.isdigit() and 0 < int(raw) <= MAX_LABEL_NUMBER else None
+
+
+def _label(request: HttpRequest) -> str:
+    """ "Click 2", "Click 1 (retry 3, same key)", or "Pay" for the plain form."""
+    click, retry = _number(request.POST.get("click")), _number(request.POST.get("retry"))
+    if click is None:
+        return "Pay"
+    return f"Click {click}" + (f" (retry {retry}, same key)" if retry else "")
+
+
 @require_POST
 def order_pay(request: HttpRequest, number: str) -> HttpResponse:
     if not request.user.is_authenticated:
@@ -82,10 +120,17 @@ def order_pay(request: HttpRequest, number: str) -> HttpResponse:
         return redirect_to_login(reverse("storefront:order", kwargs={"number": number}))
     order = my_order(user_id=user_id(request), number=number)
     key = request.POST.get("idempotency_key", "")
+    resumes = pay_key_resumes(user_id=user_id(request), key=key)
     answer = order_pay_submit(user_id=user_id(request), order_number=number, key=key)
+    # The resume note holds only if this request ran (not a replay, not a 409).
+    ran = not answer.replayed and (answer.stored or answer.status == 503)
+    note = resumes if ran else ""
+    order_answer_record(
+        request, order=order, label=_label(request), answer=answer, key=key, note=note
+    )
     order.refresh_from_db()
     if _wants_json(request):
-        return JsonResponse({**answer.as_json(), "order_status": order.status})
+        return JsonResponse({**answer.as_json(), "note": note, "order_status": order.status})
     return render_order(
         request,
         order=order,
@@ -110,6 +155,7 @@ def order_refund(request: HttpRequest, number: str) -> HttpResponse:
         answer = order_refund_submit(
             user_id=user_id(request), order_number=number, key=key, amount=amount, reason=""
         )
+    order_answer_record(request, order=order, label="Refund", answer=answer, key=key)
     order.refresh_from_db()
     return render_order(
         request,

@@ -13,7 +13,7 @@ from storefront.errors import CheckoutTokenInvalid, CheckoutUnavailable
 from storefront.forms import CheckoutForm
 from storefront.selectors import catalogue, my_order
 from storefront.services import checkout_submit, checkout_token_issue
-from storefront.views.orders import render_order
+from storefront.views.orders import order_answer_record, render_order
 
 
 def _session_key(request: HttpRequest) -> str:
@@ -89,6 +89,13 @@ def checkout(request: HttpRequest) -> HttpResponse:
         # Rendered here, not redirected: reloading this page resubmits the same form,
         # the same token, and shows the stored answer replayed. That is the lesson.
         order = my_order(user_id=user_id(request), number=str(answer.body["number"]))
-        return render_order(request, order=order, answer=answer, answered="checkout")
+        order_answer_record(
+            request,
+            order=order,
+            label="Checkout",
+            answer=answer,
+            key=form.cleaned_data["checkout_token"],
+        )
+        return render_order(request, order=order, answer=answer)
     # The token is spent (or never was ours): a new intent gets a new form.
     return _render_home(request, answer=answer)

@@ -7,9 +7,7 @@ process, is followed by a retry with the same key that ends with one debit.
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
-from idempotency.core import fingerprint
 from idempotency.models import IdempotencyKey
 from orders.models import InventoryMovement, Order, Product
 from payments.flows import PayPoint
@@ -18,6 +16,7 @@ from payments.providers import get_provider
 from payments.services import payment_create, provider_idempotency_key
 from tests.assertions import assert_paid_once
 from tests.conftest import new_key
+from tests.factories import pay_record_plant
 from tests.injection import crash_on
 from tests.processes import post_and_die
 
@@ -25,21 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def plant(user, order, *, point: str, payment: Payment | None = None) -> str:
-    """A record as a request that died at ``point`` (lock released or expired) leaves it."""
-    key = new_key()
-    path = f"/api/v1/orders/{order.number}/pay/"
-    IdempotencyKey.objects.create(
-        user=user,
-        key=key,
-        fingerprint=fingerprint(method="POST", path=path, body={}),
-        method="POST",
-        path=path,
-        recovery_point=point,
-        created_at=timezone.now(),
-        resource_type="payment" if payment else "",
-        resource_id=payment.pk if payment else None,
-    )
-    return key
+    return pay_record_plant(user, order, point=point, payment=payment)
 
 
 def test_resumes_from_started(pay, order, user, wallet):

@@ -6,6 +6,7 @@ from django.test import Client
 from orders.services import shipment_create
 from payments.models import Payment
 from storefront.books import books_snapshot
+from storefront.templatetags.storefront import money
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -51,6 +52,11 @@ def test_after_a_payment_the_tables_and_wallets_agree_and_the_audit_is_clean(
     assert books.audit.ok, books.audit.findings
     assert "Clean:" in page
     assert "Nothing: no payment is unknown or pending" in page
+    # Money as the shop shows it (39.98 CNY), never as bare minor units.
+    shown = money(order.amount, order.currency)
+    assert f"<dt>Paid total</dt><dd>{shown}</dd>" in page
+    assert f"<dt>Captured total</dt><dd>{shown}</dd>" in page
+    assert "minor units" not in page
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,7 +18,7 @@ import pytest
 from orders.models import Order
 from orders.services import shipment_create
 from tests.assertions import assert_paid_once
-from tests.factories import DEFAULT_PASSWORD
+from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -143,7 +143,7 @@ def test_a_provider_timeout_shows_unknown_then_paid_with_the_same_key(
     page.get_by_text("Retrying with the same key in").wait_for()
     shot(page, "04-unknown-retrying")
     wait_paid(page)
-    page.get_by_text("Click 1 (retry 1, same key)").wait_for()
+    page.locator("#answers").get_by_text("Click 1 (retry 1, same key)").wait_for()
     shot(page, "05-resolved-paid")
     assert_paid_once(order, alice, wallet)
 
@@ -185,3 +185,75 @@ def test_the_pages_work_from_the_keyboard(page, live_server, alice, product):
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     shot(page, "10-phone-order")
+
+
+def goto(page: Any, url: str) -> None:
+    """Open a page and insist it answered 200 (nothing of the first hour may be a 500)."""
+    response = page.goto(url)
+    assert response is not None
+    assert response.status == 200, (url, response.status)
+
+
+def test_the_first_hour_of_a_new_user(
+    page, live_server, alice, product, wallet, fault, settings, background_work
+):
+    staff = UserFactory.create(username="staff", is_staff=True, is_superuser=True)
+    base = live_server.url
+    # Log in and buy; double-click Pay: both clicks are sent, one charge, and each
+    # answer says in which order it came back.
+    log_in(page, base, alice.username)
+    first = place_order(page, product)
+    page.get_by_role("button", name=re.compile(r"^Pay ")).dblclick()
+    wait_paid(page)
+    page.get_by_text("(answered 2nd)").wait_for()
+    shot(page, "11-first-hour-double-click")
+    assert_paid_once(first, alice, wallet)
+
+    # A slow provider: the page says it is waiting, then 503, then the same key settles.
+    fault("timeout_after_commit", delay_s=settings.PROVIDER_TIMEOUT_S + 1.5)
+    goto(page, f"{base}/")
+    slow = place_order(page, product)
+    page.get_by_role("button", name=re.compile(r"^Pay ")).click()
+    page.get_by_text(
+        f"waiting for the provider (up to {settings.PROVIDER_TIMEOUT_S:.0f} s"
+    ).wait_for()
+    shot(page, "12-first-hour-waiting")
+    page.get_by_text("HTTP 503 payment-outcome-unknown").wait_for()
+    wait_paid(page)
+
+    # A reload keeps every answer, badged for what it was, and the timeline has them.
+    goto(page, f"{base}/orders/{slow.number}/")
+    answers = page.locator("#answers > li").all_inner_texts()
+    assert any("503 payment-outcome-unknown" in a and "not stored" in a for a in answers)
+    assert any(a.startswith("Click 1 (retry 1, same key)") for a in answers)
+    assert page.locator("#timeline", has_text="answered 503 payment-outcome-unknown").count()
+    shot(page, "13-first-hour-reloaded")
+
+    # The books (money as money), how it works (where it lives), the story.
+    goto(page, f"{base}/books/")
+    page.get_by_text(re.compile(r"^Live: updated")).wait_for()
+    assert "CNY" in page.locator("#books-tables").inner_text()
+    goto(page, f"{base}/how-it-works/")
+    page.get_by_role("heading", name="Where it lives").wait_for()
+    goto(page, f"{base}/")
+    page.get_by_role("button", name="Run the story").click()
+    page.locator("#settled-by").wait_for(timeout=WAIT_MS * 3)
+    assert "One order, one debit, one shipment." in page.content()
+    shot(page, "14-first-hour-story")
+
+    # The admin, as staff: money rows are shown, never added, changed or deleted.
+    page.context.clear_cookies()
+    page.goto(f"{base}/login/")
+    page.get_by_label("Username").fill(staff.username)
+    page.get_by_label("Password").fill(DEFAULT_PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("link", name="Admin").click()
+    page.get_by_role("heading", name="Site administration").wait_for()
+    goto(page, f"{base}/admin/payments/payment/")
+    assert page.get_by_text("Read-only here").count() == 1
+    assert page.locator("a.addlink", has_text="Add payment").count() == 0
+    goto(page, f"{base}/admin/orders/order/{first.pk}/change/")
+    assert page.locator("a.deletelink").count() == 0
+    # Django's inline script builds the link and hides it when no line may be added.
+    assert page.locator(".add-row a:visible").count() == 0
+    shot(page, "15-first-hour-admin-order")

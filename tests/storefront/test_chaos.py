@@ -75,8 +75,8 @@ def test_the_panel_explains_every_fault_mode(panel):
     assert "Only staff may kill the worker" in page  # alice sees why, not a button
 
 
-def test_switching_a_fault_on_arms_it_at_the_provider(panel):
-    response = panel.post(
+def test_switching_a_fault_on_arms_it_at_the_provider(staff_panel):
+    response = staff_panel.post(
         "/chaos/faults/", {"mode": "timeout_after_commit", "count": "2", "delay_s": "4.5"}
     )
 
@@ -86,8 +86,8 @@ def test_switching_a_fault_on_arms_it_at_the_provider(panel):
     assert "What should happen:" in response.content.decode()
 
 
-def test_a_bad_fault_form_says_so_next_to_the_field(panel):
-    response = panel.post("/chaos/faults/", {"mode": "callback_duplicates", "count": "0"})
+def test_a_bad_fault_form_says_so_next_to_the_field(staff_panel):
+    response = staff_panel.post("/chaos/faults/", {"mode": "callback_duplicates", "count": "0"})
 
     page = response.content.decode()
     assert 'id="id_callback_duplicates_count-error"' in page
@@ -95,10 +95,10 @@ def test_a_bad_fault_form_says_so_next_to_the_field(panel):
     assert not Fault.objects.exists()
 
 
-def test_switching_all_faults_off(panel):
-    panel.post("/chaos/faults/", {"mode": "decline", "count": "1"})
+def test_switching_all_faults_off(staff_panel):
+    staff_panel.post("/chaos/faults/", {"mode": "decline", "count": "1"})
 
-    response = panel.post("/chaos/faults/clear/")
+    response = staff_panel.post("/chaos/faults/clear/")
 
     assert not Fault.objects.exists()
     assert "All faults are off" in response.content.decode()
@@ -137,7 +137,7 @@ def test_concurrent_identical_requests_make_one_order(sandbox, panel, product, m
 
     result = response.context["burst"]
     assert sum(count for _summary, count in result.tally) == 12
-    assert ("201 OK, fresh", 1) in result.tally
+    assert ("201 Created, fresh", 1) in result.tally
     assert result.orders_made == 1
     assert Order.objects.count() == 1
 
@@ -185,6 +185,23 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"  # a zombie is dead, only not reaped yet
+
+
+def test_switching_faults_is_refused_to_customers_and_the_panel_says_so(panel):
+    page = panel.get("/chaos/").content.decode()
+    armed = panel.post("/chaos/faults/", {"mode": "decline", "count": "1"})
+    cleared = panel.post("/chaos/faults/clear/")
+
+    assert "Only staff switch the provider's faults" in page
+    assert "Switch on" not in page
+    assert "Switch all faults off" not in page
+    assert armed.status_code == cleared.status_code == 403
+    assert not Fault.objects.exists()
+
+
+def test_the_redelivery_demo_is_staff_only(panel):
+    assert panel.post("/chaos/redelivery/").status_code == 403
+    assert panel.post("/chaos/redelivery/abc/kill/").status_code == 403
 
 
 def test_killing_the_worker_is_refused_to_non_staff(panel, worker):
@@ -235,8 +252,8 @@ def test_without_the_demo_supervisor_there_is_no_worker_to_kill(staff_panel, tmp
     assert "only `make demo` runs" in response.content.decode()
 
 
-def test_an_unknown_fault_mode_is_said_in_words(panel):
-    response = panel.post("/chaos/faults/", {"mode": "meteor_strike", "count": "1"})
+def test_an_unknown_fault_mode_is_said_in_words(staff_panel):
+    response = staff_panel.post("/chaos/faults/", {"mode": "meteor_strike", "count": "1"})
 
     assert "There is no fault mode called &#x27;meteor_strike&#x27;" in response.content.decode()
     assert not Fault.objects.exists()

@@ -153,3 +153,6 @@ def test_make_demo_starts_from_clean_restarts_its_worker_and_stops_everything(tm
     assert [name for pid, name in servers.items() if start_time(pid)] == []
     assert not pidfile.exists()
     assert "worker died (signal SIGKILL); restarting" in log.read_text()
+    # Nothing a person running the demo cannot act on: no warnings at all.
+    warned = [line for line in log.read_text().splitlines() if "warning" in line.lower()]
+    assert warned == []

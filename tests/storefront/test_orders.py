@@ -11,6 +11,7 @@ from payments.flows import PayPoint
 from payments.models import Payment
 from tests.assertions import assert_paid_once, assert_refunded_once
 from tests.conftest import client_for, new_key
+from tests.factories import pay_record_plant
 from tests.storefront.conftest import BackgroundWork
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -155,6 +156,49 @@ def test_the_timeline_shows_the_whole_story_of_the_order(web, order, fault):
     assert "Payment SUCCEEDED by the pay request" in page
     assert page.count("received: duplicate") == 1  # two copies, one notify_id, one row
     assert "Shipped" in page
+
+
+def test_a_reload_keeps_every_answer_and_the_timeline_tells_the_unknown_and_the_query(
+    web, order, fault, settings
+):
+    # Given a provider that charges, then answers after the shop stopped waiting
+    settings.PROVIDER_TIMEOUT_S = 0.5
+    fault("timeout_after_commit", delay_s=1.5)
+    key = pay_key(web.get(f"/orders/{order.number}/"))
+    payment_label = {"idempotency_key": key, "click": "1"}
+    web.post(f"/orders/{order.number}/pay/", payment_label)  # 503: outcome unknown
+    out_trade_no = Payment.objects.get().out_trade_no
+
+    # When the same key is retried, then the page is reloaded
+    web.post(f"/orders/{order.number}/pay/", {**payment_label, "retry": "1"})
+    reloaded = web.get(f"/orders/{order.number}/")
+
+    # Then both answers are still there, badged for what they were
+    answers = reloaded.context["answers"]
+    assert [(a.label, a.status, a.freshness) for a in answers] == [
+        ("Click 1", 503, "not stored"),
+        ("Click 1 (retry 1, same key)", 200, "fresh"),
+    ]
+    page = reloaded.content.decode()
+    assert page.count("not stored · nothing was kept for this key") == 1
+    # And the timeline has the 503 and the retry's query to the provider
+    assert "Click 1: answered 503 payment-outcome-unknown (not stored)" in page
+    assert "the key stays at &#x27;payment_created&#x27; with no answer stored" in page
+    assert f"asked the provider about the attempt (query {out_trade_no})" in page
+
+
+def test_a_409_in_flight_is_kept_and_badged_not_stored(web, order, user):
+    # Given a pay request under this key that is still running (its record is locked)
+    key = pay_record_plant(user, order, point=PayPoint.STARTED, locked=True)
+
+    # When the page sends the same key (a second click)
+    answer = pay(web, order, key).context["answer"]
+    reloaded = web.get(f"/orders/{order.number}/").content.decode()
+
+    # Then it is a 409 that nothing stored, and a reload still shows it
+    assert (answer.status, answer.freshness) == (409, "not stored")
+    assert "Pay: answered 409 idempotency-key-in-use (not stored)" in reloaded
+    assert "fresh · Idempotent-Replayed: false" not in reloaded
 
 
 def test_a_stale_session_gets_words_not_a_traceback(order):

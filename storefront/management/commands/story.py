@@ -1,7 +1,8 @@
-"""`python manage.py story`: replay the founding scenario against the running demo."""
+"""`manage.py story`: replay the founding scenario against the running demo."""
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from storefront.story import (
@@ -21,9 +22,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--base-url", help="The shop (default: SHOP_BASE_URL).")
+        parser.add_argument("--base-url", help="The shop (default: SHOP_BASE_URL, from PORT).")
         parser.add_argument(
-            "--provider-url", help="The sandbox provider (default: PROVIDER_BASE_URL)."
+            "--provider-url", help="The provider (default: PROVIDER_BASE_URL, from PORT)."
         )
         parser.add_argument(
             "--operator", default="staff", help="Staff user who scripts the provider's faults."
@@ -32,7 +33,8 @@ class Command(BaseCommand):
         parser.add_argument("--wait", type=float, default=BACKGROUND_WAIT_S)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.number = 0
+        shop = options["base_url"] or settings.SHOP_BASE_URL
+        self.stdout.write(f"Running the story against {shop} (about 15 s)...")
         try:
             report = story_run(
                 base_url=options["base_url"],
@@ -40,23 +42,25 @@ class Command(BaseCommand):
                 operator=options["operator"],
                 gateway_delay_s=options["gateway_delay"],
                 wait_s=options["wait"],
-                on_step=self.print_step,  # each step as it happens, not all at the end
             )
         except StoryUnavailable as error:
             raise CommandError(str(error)) from error
+        for number, step in enumerate(report.steps, start=1):
+            self.print_step(number, step)
+        self.stdout.write(f"\nThe payment was settled by {report.settled_by}.")
         self.print_books(report)
         if not report.ok:
             raise CommandError("The books do not show one order, one debit, one shipment.")
 
-    def print_step(self, step: StoryStep) -> None:
-        self.number += 1
+    def print_step(self, number: int, step: StoryStep) -> None:
         out = self.stdout
-        out.write(f"\n{self.number}. [{step.at_s:5.1f} s] {step.actor} {step.action}")
+        out.write(f"\n{number}. [{step.at_s:5.1f} s] {step.actor} {step.action}")
         if step.request:
             out.write(f"   {step.request}")
         style = self.style.SUCCESS if step.answer is None or step.answer.ok else self.style.WARNING
         out.write(style(f"   -> {step.result}"))
-        out.write(f"   why: {step.explanation}")
+        if step.explanation:
+            out.write(f"   why: {step.explanation}")
 
     def print_books(self, report: StoryReport) -> None:
         out = self.stdout

@@ -21,6 +21,10 @@
   // payment without us, and a reload shows the result.
   var MAX_RETRIES = 8;
   var requests = 0;
+  var answered = 0;  // answers received so far: the server may answer click 2 first
+  var ORDINALS = ["1st", "2nd", "3rd"];
+
+  function ordinal(n) { return ORDINALS[n - 1] || n + "th"; }
 
   function backoffSeconds(retry, retryAfter) {
     var ceiling = Math.min(CAP_S, BASE_S * Math.pow(2, retry));
@@ -46,11 +50,14 @@
     var line = document.createElement("p");
     var status = document.createElement("strong");
     status.textContent = "HTTP " + answer.status + (answer.code ? " " + answer.code : "");
+    var freshness = answer.freshness || (answer.replayed ? "replayed" : "not stored");
     var badge = document.createElement("span");
-    badge.className = "badge " + (answer.replayed ? "replayed" : "fresh");
-    badge.textContent = answer.replayed
-      ? "replayed · Idempotent-Replayed: true"
-      : "fresh · Idempotent-Replayed: false";
+    badge.className = "badge " + freshness.replace(" ", "-");
+    badge.textContent = {
+      "replayed": "replayed · Idempotent-Replayed: true",
+      "fresh": "fresh · Idempotent-Replayed: false",
+      "not stored": "not stored · nothing was kept for this key"
+    }[freshness];
     line.appendChild(status);
     line.appendChild(document.createTextNode(" "));
     line.appendChild(badge);
@@ -58,6 +65,12 @@
     why.textContent = answer.why || "";
     box.appendChild(line);
     box.appendChild(why);
+    if (answer.note) {
+      var note = document.createElement("p");
+      note.className = "note";
+      note.textContent = "It " + answer.note + ".";
+      box.appendChild(note);
+    }
     item.appendChild(box);
     return box;
   }
@@ -80,11 +93,28 @@
       .catch(function () { /* the answers stay; a manual reload shows the rest */ });
   }
 
-  function send(form, key, label, retry) {
+  // While the shop waits on the provider the page says so, with the seconds ticking,
+  // instead of a bare "sent…": a slow provider is a visible state, not a frozen page.
+  function waiting(item, title, timeoutS) {
+    var started = Date.now();
+    function tick() {
+      var seconds = ((Date.now() - started) / 1000).toFixed(0);
+      item.textContent = title + ": sent; waiting for the provider (up to " + timeoutS +
+        " s; the shop holds the key meanwhile)… " + seconds + " s";
+    }
+    tick();
+    return window.setInterval(tick, 1000);
+  }
+
+  function send(form, key, click, retry) {
+    var label = "Click " + click;
     var title = retry ? label + " (retry " + retry + ", same key)" : label;
     var item = addEntry(title + ": sent…");
+    var ticking = waiting(item, title, form.getAttribute("data-provider-timeout") || "?");
     var body = new URLSearchParams();
     body.set("idempotency_key", key);
+    body.set("click", String(click));
+    if (retry) { body.set("retry", String(retry)); }
     fetch(form.action, {
       method: "POST",
       credentials: "same-origin",
@@ -110,13 +140,15 @@
         });
       })
       .then(function (answer) {
-        var box = showAnswer(item, title, answer);
+        window.clearInterval(ticking);
+        answered += 1;
+        var box = showAnswer(item, title + " (answered " + ordinal(answered) + ")", answer);
         if (answer.retry_same_key && retry < MAX_RETRIES) {
           var wait = backoffSeconds(retry, answer.retry_after);
           var note = document.createElement("p");
           note.textContent = "Retrying with the same key in " + wait.toFixed(1) + " s.";
           box.appendChild(note);
-          window.setTimeout(function () { send(form, key, label, retry + 1); }, wait * 1000);
+          window.setTimeout(function () { send(form, key, click, retry + 1); }, wait * 1000);
         } else if (answer.retry_same_key) {
           var stop = document.createElement("p");
           stop.textContent = "Stopped retrying. The reconciler settles it; reload to see.";
@@ -126,12 +158,13 @@
         }
       })
       .catch(function () {
+        window.clearInterval(ticking);
         // No answer at all (network): it may or may not have arrived. Same key again.
         var wait = backoffSeconds(retry, 0);
         item.textContent = title + ": no answer (network). Retrying with the same key in " +
           wait.toFixed(1) + " s.";
         if (retry < MAX_RETRIES) {
-          window.setTimeout(function () { send(form, key, label, retry + 1); }, wait * 1000);
+          window.setTimeout(function () { send(form, key, click, retry + 1); }, wait * 1000);
         }
       });
   }
@@ -147,6 +180,6 @@
     // Deliberately no "disable the button": a second click is sent, with the same
     // key, because the server, not the button, is what stops a double charge.
     requests += 1;
-    send(form, form.elements.idempotency_key.value, "Click " + requests, 0);
+    send(form, form.elements.idempotency_key.value, requests, 0);
   });
 })();

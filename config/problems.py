@@ -1,0 +1,82 @@
+"""The pages behind every problem's ``type`` (``/problems/<code>``).
+
+RFC 9457 makes ``type`` a URI a reader can open. The pages are generated from
+the code that answers with them, so they cannot drift: every ``ApplicationError``
+subclass (declared next to the domain that raises it), plus the framework
+errors ``config.errors`` maps to a code. One page per code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from config.errors import _DRF_CODES, ApplicationError
+
+
+@dataclass(frozen=True)
+class ProblemType:
+    code: str
+    status: int
+    title: str
+    detail: str  # the default ``detail`` a client receives
+    meaning: str  # what it means: the class's docstring
+    final: bool  # stored on the key and replayed, or not
+    raised_in: str  # the module that declares it
+
+
+def _subclasses(base: type[ApplicationError]) -> list[type[ApplicationError]]:
+    found: list[type[ApplicationError]] = []
+    for cls in base.__subclasses__():
+        found += [cls, *_subclasses(cls)]
+    return found
+
+
+def problem_types() -> dict[str, ProblemType]:
+    """Every code the API answers with, by code (the first declaration of a code wins)."""
+    catalogue: dict[str, ProblemType] = {}
+    classes: list[type[ApplicationError]] = [ApplicationError, *_subclasses(ApplicationError)]
+    for cls in classes:
+        catalogue.setdefault(
+            cls.code,
+            ProblemType(
+                code=cls.code,
+                status=cls.status,
+                title=cls.title,
+                detail=cls.default_detail,
+                meaning=inspect.cleandoc(cls.__doc__ or ""),
+                final=cls.final,
+                raised_in=cls.__module__,
+            ),
+        )
+    for drf_cls, code in _DRF_CODES:
+        catalogue.setdefault(
+            code,
+            ProblemType(
+                code=code,
+                status=drf_cls.status_code,
+                title=code.replace("-", " ").capitalize(),
+                detail=str(drf_cls.default_detail),
+                meaning="Answered by the framework before the action ran; nothing was attempted.",
+                final=False,
+                raised_in=f"rest_framework ({drf_cls.__name__})",
+            ),
+        )
+    return dict(sorted(catalogue.items()))
+
+
+@require_GET
+def problem_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "problems/list.html", {"problems": problem_types().values()})
+
+
+@require_GET
+def problem_detail(request: HttpRequest, code: str) -> HttpResponse:
+    found = problem_types().get(code)
+    if found is None:
+        raise Http404(f"No problem type {code!r}.")
+    return render(request, "problems/detail.html", {"problem": found})

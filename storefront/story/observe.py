@@ -1,0 +1,180 @@
+"""What the story sees in the books after its requests: who settled, what shipped.
+
+The only part of the story that reads the shop's database: the notification and
+the shipment are background work no client is answered about, and who settled
+the payment is told by the rows themselves, not assumed from the script.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from callbacks.models import ProviderNotification
+from orders.models import Order, Shipment
+from payments.models import LedgerEntry, Payment, PaymentStatus
+from payments.providers.sandbox import SandboxProvider
+from reconcile.audit import audit_run
+from storefront.client import ShopClient
+from storefront.story.report import TallyRow
+from storefront.story.scenario import Role, Scene
+
+POLL_S = 0.2
+
+
+class Settler(enum.Enum):
+    """Who moved the payment from unsettled to SUCCEEDED (exactly one of them did)."""
+
+    PAY_REQUEST = "the pay request itself, with the provider's answer"
+    RETRY_QUERY = "the same-key retry, which asked the provider about the attempt"
+    NOTIFICATION = "the provider's notification"
+    RECONCILER = "the reconciler, which asked the provider"
+    NOBODY = "nobody yet"
+
+
+# The requests whose fresh 200 means they settled it (when no notification did).
+_SETTLING_ROLES = {
+    Role.CLICK_ANSWER: Settler.PAY_REQUEST,
+    Role.GATEWAY_RETRY: Settler.RETRY_QUERY,
+    Role.RELOAD: Settler.RETRY_QUERY,
+}
+
+
+@dataclass
+class Observed:
+    settler: Settler = Settler.NOBODY
+    notification_applied: bool = False
+    notified_at_s: float | None = None
+    tally: list[TallyRow] = field(default_factory=list)
+    audit: Any | None = None
+    audit_note: str = ""
+
+    @property
+    def settled_by(self) -> str:
+        return self.settler.value
+
+
+def story_observe(scene: Scene) -> Observed:
+    observed = Observed()
+    payment = Payment.objects.filter(
+        order__number=scene.order_number, status=PaymentStatus.SUCCEEDED
+    ).first()
+    if payment is not None:
+        _notification(scene, payment, observed)
+        observed.settler = _settler(scene, observed)
+        settled_at_s = scene.seconds(payment.settled_at)
+        if observed.settler is Settler.NOTIFICATION and observed.notified_at_s is not None:
+            # One transaction writes the notification's row and the settlement, with
+            # timestamps a hair apart in either order: the cause is told first.
+            settled_at_s = max(settled_at_s, observed.notified_at_s)
+        scene.record(
+            Role.SETTLED,
+            "shop",
+            f"settles the payment: {observed.settled_by}",
+            result=f"payment {payment.status}, order PAID, one ledger entry",
+            at_s=settled_at_s,
+        )
+    _shipment(scene)
+    _books(scene, observed)
+    return observed
+
+
+def _wait_for(scene: Scene, found: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + scene.wait_s
+    while not found():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
+
+
+def _notification(scene: Scene, payment: Payment, observed: Observed) -> None:
+    received = ProviderNotification.objects.filter(out_trade_no=payment.out_trade_no)
+    if not _wait_for(scene, received.exists):
+        scene.record(
+            Role.NOTIFICATION,
+            "provider",
+            "sends its notification 3 times",
+            request="POST /api/v1/callbacks/sandbox/ x3",
+            result="not received yet",
+        )
+        return
+    note = received.order_by("received_at").first()
+    assert note is not None
+    observed.notification_applied = note.outcome == "applied"
+    observed.notified_at_s = scene.seconds(note.received_at)
+    scene.record(
+        Role.NOTIFICATION,
+        "provider",
+        "sends its notification 3 times (one notify_id)",
+        request="POST /api/v1/callbacks/sandbox/ x3",
+        result=f"{note.outcome}, answered {note.response_status}",
+        at_s=observed.notified_at_s,
+    )
+
+
+def _settler(scene: Scene, observed: Observed) -> Settler:
+    if observed.notification_applied:
+        return Settler.NOTIFICATION
+    for happening in sorted(scene.happenings, key=lambda h: h.at_s):
+        answer = happening.answer
+        fresh_200 = answer is not None and answer.status == 200 and not answer.replayed
+        if happening.role in _SETTLING_ROLES and fresh_200:
+            return _SETTLING_ROLES[happening.role]
+    return Settler.RECONCILER
+
+
+def _shipment(scene: Scene) -> None:
+    shipped = Shipment.objects.filter(order__number=scene.order_number)
+    arrived = _wait_for(scene, shipped.exists)
+    shipment = shipped.first()
+    scene.record(
+        Role.SHIPPED,
+        "shop",
+        "fulfils the order",
+        request="Celery task fulfil_order, enqueued on commit",
+        result="shipped once" if arrived else "not shipped yet",
+        why="One shipment per order by a unique index: however often the message is "
+        "delivered, it ships once."
+        if arrived
+        else f"No shipment within {scene.wait_s:g} s: is the worker running?",
+        at_s=scene.seconds(shipment.created_at) if shipment is not None else None,
+    )
+
+
+def _books(scene: Scene, observed: Observed) -> None:
+    order = Order.objects.get(number=scene.order_number)
+    wallet = ShopClient(base_url=scene.provider_url).request(
+        "GET",
+        f"/v1/wallets/{scene.customer}",
+        headers={"Authorization": f"Bearer {settings.PROVIDER_API_KEY}"},
+    )
+    charges = wallet.body.get("charges", []) if wallet.ok and wallet.body else []
+    observed.tally = [
+        TallyRow("orders", Order.objects.filter(user__username=scene.customer).count(), 1),
+        TallyRow("paid orders", Order.objects.filter(pk=order.pk, status="PAID").count(), 1),
+        TallyRow("ledger entries (debits)", LedgerEntry.objects.filter(order=order).count(), 1),
+        TallyRow(
+            "successful charges at the provider",
+            sum(1 for charge in charges if charge["status"] == "SUCCESS"),
+            1,
+        ),
+        TallyRow("shipments", Shipment.objects.filter(order=order).count(), 1),
+    ]
+    # The audit reads the provider at the story's provider URL (an explicit
+    # --provider-url may differ from this process's PROVIDER_BASE_URL).
+    provider = SandboxProvider(
+        base_url=scene.provider_url,
+        api_key=settings.PROVIDER_API_KEY,
+        timeout_s=settings.PROVIDER_TIMEOUT_S,
+        webhook_secrets=[],  # the audit only reads; it verifies no notification
+    )
+    try:
+        observed.audit = audit_run(provider=provider)
+    except Exception as error:  # said in words; the tally above still stands
+        observed.audit_note = f"The audit could not run: {type(error).__name__}."

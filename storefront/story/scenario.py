@@ -1,0 +1,297 @@
+"""Run the story's scenario like a real client, and record what happened, when.
+
+The scenario is a list of chapters (``CHAPTERS``). Each one sends its requests
+over HTTP and records a ``Happening`` per request: who, what was sent, the
+answer, and the second it was known. The narrator later sorts them all, with
+what the background work did, into one time line. A new chapter (a refund, say)
+is one more function here and one more entry in ``CHAPTERS``.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from storefront.answers import Answer
+from storefront.client import ShopClient
+from storefront.story.report import StoryUnavailable
+
+# "The gateway retries the request three seconds later" (the reading).
+GATEWAY_DELAY_S = 3.0
+# How long the story waits for background work (notifications, fulfilment) before
+# saying it has not happened yet. The worker normally does both within a second.
+BACKGROUND_WAIT_S = 30.0
+# The provider answers this much later than the shop waits: certainly a timeout.
+PROVIDER_LATE_BY_S = 2.0
+# The scripted provider delay is capped by the sandbox (a fault delays at most 60 s).
+SANDBOX_MAX_DELAY_S = 60.0
+POLL_S = 0.05
+
+
+class Role(enum.Enum):
+    """What a happening was, so the narrator can tell it in the light of the others."""
+
+    SIGN_IN = "sign-in"
+    ORDER = "order"
+    SCRIPT = "script"
+    CLICK = "click"  # the first click, when it was sent
+    DOUBLE_CLICK = "double-click"
+    CLICK_ANSWER = "click-answer"  # the first click's answer, when it came back
+    GATEWAY_RETRY = "gateway-retry"
+    RELOAD = "reload"
+    NOTIFICATION = "notification"  # observed: the provider's notification arrived
+    SETTLED = "settled"  # observed: the payment was settled
+    SHIPPED = "shipped"  # observed: the order was fulfilled
+
+
+@dataclass(frozen=True)
+class Happening:
+    at_s: float  # seconds after the story started
+    role: Role
+    actor: str
+    action: str
+    request: str = ""
+    answer: Answer | None = None
+    result: str = ""
+    why: str = ""
+
+
+@dataclass
+class Scene:
+    """The story's settings, and what its chapters have done so far."""
+
+    base_url: str
+    provider_url: str
+    operator: str
+    gateway_delay_s: float
+    wait_s: float
+    # Wall clock, not monotonic: rows the server wrote (a notification's received_at)
+    # are placed on the same time line. Same machine, same clock.
+    started: datetime = field(default_factory=timezone.now)
+    customer: str = ""
+    order_number: str = ""
+    pay_key: str = ""
+    product: dict[str, Any] = field(default_factory=dict)
+    me: ShopClient | None = None
+    provider: ShopClient | None = None  # the operator's client of the provider
+    happenings: list[Happening] = field(default_factory=list)
+
+    def seconds(self, at: datetime | None = None) -> float:
+        return round(((at or timezone.now()) - self.started).total_seconds(), 2)
+
+    def record(
+        self,
+        role: Role,
+        actor: str,
+        action: str,
+        *,
+        request: str = "",
+        answer: Answer | None = None,
+        result: str = "",
+        why: str = "",
+        at_s: float | None = None,
+    ) -> None:
+        self.happenings.append(
+            Happening(
+                at_s=self.seconds() if at_s is None else at_s,
+                role=role,
+                actor=actor,
+                action=action,
+                request=request,
+                answer=answer,
+                result=result or (answer.summary if answer is not None else ""),
+                why=why,
+            )
+        )
+
+    def customer_client(self) -> ShopClient:
+        assert self.me is not None, "sign_in runs first"
+        return self.me
+
+
+def _short(key: str) -> str:
+    return f"{key[:8]}…"
+
+
+# --- the chapters -----------------------------------------------------------------------
+
+
+def sign_in(scene: Scene) -> None:
+    shop = ShopClient(base_url=scene.base_url)
+    scene.product = _pick_product(scene, shop)
+    scene.provider = _operator_client(scene)
+    username, password = f"story-{secrets.token_hex(4)}", secrets.token_urlsafe(16)
+    get_user_model().objects.create_user(username=username, password=password)
+    scene.customer = username
+    path = reverse("auth-token")
+    signed_in = shop.post(path, json={"username": username, "password": password})
+    if not signed_in.ok:
+        raise StoryUnavailable(f"The new customer could not sign in: {signed_in.summary}.")
+    scene.me = ShopClient(base_url=scene.base_url, token=str(signed_in.body["token"]))
+    scene.record(
+        Role.SIGN_IN,
+        "customer",
+        f"{username}, a new customer, signs in",
+        request=f"POST {path}",
+        result=f"{signed_in.status} token issued",
+        why="A fresh user, so the books at the end show only what this story did.",
+    )
+
+
+def place_order(scene: Scene) -> None:
+    key = str(uuid.uuid4())
+    product = scene.product
+    created = scene.customer_client().post(
+        reverse("order-list"), key=key, json={"lines": [{"sku": product["sku"], "quantity": 1}]}
+    )
+    scene.record(
+        Role.ORDER,
+        "customer",
+        f"places an order for 1 x {product['name']}",
+        request=f"POST {reverse('order-list')} · Idempotency-Key {_short(key)}",
+        answer=created,
+        why="The checkout generated one key for this checkout intent.",
+    )
+    if created.status != 201:
+        raise StoryUnavailable(f"The order was not created: {created.summary}.")
+    scene.order_number = str(created.body["number"])
+
+
+def script_provider(scene: Scene) -> None:
+    operator = scene.provider
+    assert operator is not None
+    delay = min(settings.PROVIDER_TIMEOUT_S + PROVIDER_LATE_BY_S, SANDBOX_MAX_DELAY_S)
+    answers = [
+        operator.request("DELETE", "/v1/faults"),
+        operator.post(
+            "/v1/faults", json={"mode": "timeout_after_commit", "count": 1, "delay_s": delay}
+        ),
+        operator.post("/v1/faults", json={"mode": "callback_duplicates", "count": 1, "copies": 3}),
+    ]
+    failed = next((answer for answer in answers if not answer.ok), None)
+    if failed is not None:
+        raise StoryUnavailable(f"The provider's faults could not be set: {failed.summary}.")
+    scene.record(
+        Role.SCRIPT,
+        "operator",
+        "scripts the provider for the next charge",
+        request="POST /sandbox/v1/faults timeout_after_commit, callback_duplicates x3",
+        result=f"{answers[1].status} armed",
+        why=f"The provider will charge, then answer after {delay:.1f} s, later than the "
+        f"shop waits ({settings.PROVIDER_TIMEOUT_S:.1f} s); and it will send its "
+        "notification 3 times.",
+    )
+
+
+def pay_twice_then_gateway(scene: Scene) -> None:
+    me = scene.customer_client()
+    path = reverse("order-pay", kwargs={"number": scene.order_number})
+    key = scene.pay_key = str(uuid.uuid4())
+    request = f"POST {path} · Idempotency-Key {_short(key)}"
+
+    first: list[Answer] = []
+    clicking = threading.Thread(
+        target=lambda: first.append(me.post(path, key=key)), name="story-first-click"
+    )
+    scene.record(Role.CLICK, "customer", "clicks Pay", request=request, result="sent")
+    clicking.start()
+    # The page spins: wait until the shop holds the key (it is asking the provider),
+    # seen the way any client can, through GET /api/v1/idempotency-keys/{key}/.
+    status_path = reverse("idempotency-key-detail", kwargs={"key": key})
+    deadline = time.monotonic() + settings.PROVIDER_TIMEOUT_S + 10
+    while clicking.is_alive() and time.monotonic() < deadline:
+        seen = me.get(status_path)
+        if seen.ok and seen.body.get("status") == "in_progress":
+            break
+        time.sleep(POLL_S)
+    second = me.post(path, key=key)
+    scene.record(
+        Role.DOUBLE_CLICK,
+        "customer",
+        "clicks Pay again while the page spins (a double click)",
+        request=request,
+        answer=second,
+    )
+    clicking.join()
+    scene.record(
+        Role.CLICK_ANSWER,
+        "shop",
+        "answers the first click",
+        request=request,
+        answer=first[0],
+    )
+    time.sleep(scene.gateway_delay_s)  # the reading's gateway: a fixed, scripted pause
+    retried = me.post(path, key=key)
+    scene.record(
+        Role.GATEWAY_RETRY,
+        "gateway",
+        f"retries the timed-out request {scene.gateway_delay_s:g} s later, same key",
+        request=request,
+        answer=retried,
+    )
+    again = me.post(path, key=key)
+    scene.record(
+        Role.RELOAD,
+        "customer",
+        "reloads the page, which resends the same key",
+        request=request,
+        answer=again,
+        why="The page keeps the key until an answer is final.",
+    )
+
+
+Chapter = Callable[[Scene], None]
+CHAPTERS: tuple[Chapter, ...] = (sign_in, place_order, script_provider, pay_twice_then_gateway)
+
+
+def scenario_run(scene: Scene) -> None:
+    try:
+        for chapter in CHAPTERS:
+            chapter(scene)
+    finally:
+        if scene.provider is not None:
+            scene.provider.request("DELETE", "/v1/faults")  # leave the provider well-behaved
+
+
+# --- what the chapters need ---------------------------------------------------------------
+
+
+def _pick_product(scene: Scene, shop: ShopClient) -> dict[str, Any]:
+    listed = shop.get(reverse("product-list") + "?page_size=100")
+    if not listed.ok or not isinstance(listed.body, dict):
+        raise StoryUnavailable(
+            f"{scene.base_url} answered {listed.status} for the catalogue: is OnceShop "
+            "running there?"
+        )
+    products = [
+        p
+        for p in listed.body.get("results", [])
+        if p["stock"] > 0 and p["price"] <= settings.SANDBOX_WALLET_START
+    ]
+    if not products:
+        raise StoryUnavailable("Nothing is in stock: run `.venv/bin/python manage.py seed_demo`.")
+    return min(products, key=lambda p: (p["price"], p["sku"]))
+
+
+def _operator_client(scene: Scene) -> ShopClient:
+    user = get_user_model().objects.filter(username=scene.operator, is_staff=True).first()
+    if user is None:
+        raise StoryUnavailable(
+            f"There is no staff user '{scene.operator}' to script the provider's faults: "
+            "run `.venv/bin/python manage.py seed_demo` (make demo does)."
+        )
+    token, _ = Token.objects.get_or_create(user=user)
+    return ShopClient(base_url=scene.provider_url, token=token.key)

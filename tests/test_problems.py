@@ -1,0 +1,49 @@
+"""Every problem's ``type`` is a page: /problems/<code> describes the code."""
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.templatetags.static import static
+from django.test import Client
+
+from config.errors import ApplicationError
+from config.problems import _subclasses, problem_types
+from payments.errors import OrderNotPayable
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_code_the_api_answers_with_has_its_page():
+    codes = {cls.code for cls in _subclasses(ApplicationError)}
+    pages = Client()
+
+    assert codes <= set(problem_types())
+    for code in problem_types():
+        page = pages.get(f"/problems/{code}")
+        assert page.status_code == 200, code
+        assert code in page.content.decode()
+
+
+def test_a_problem_type_as_sent_opens_its_description():
+    sent = OrderNotPayable().to_problem()["type"]
+
+    page = Client().get(sent).content.decode()
+
+    assert "Order not payable" in page
+    assert "replayed to every retry with the same key" in page  # it is a final answer
+
+
+def test_the_index_lists_every_code_and_an_unknown_code_is_a_404():
+    pages = Client()
+
+    index = pages.get("/problems/").content.decode()
+
+    assert all(f'href="/problems/{code}"' in index for code in problem_types())
+    assert pages.get("/problems/no-such-code").status_code == 404
+
+
+def test_the_favicon_leads_to_the_shop_icon():
+    icon = Client().get("/favicon.ico")
+
+    assert icon.status_code == 302
+    assert icon["Location"] == static("storefront/favicon.svg")
+    assert finders.find("storefront/favicon.svg")  # collected, then served by WhiteNoise
