@@ -34,8 +34,10 @@ _NPGETTEXT = {"npgettext", "npgettext_lazy"}
 _CONTEXT = "\x04"
 
 # Three words or more in a row, each of two letters or more: an English phrase.
-# A single identifier (Idempotency-Key, OnceShop, GETDEL) is not a sentence.
-ENGLISH_PHRASE = re.compile(r"\b[A-Za-z][a-z]+(?:[ ,;:'\u2019-]+[A-Za-z][a-z]+){2,}\b")
+# A single identifier (Idempotency-Key, OnceShop, GETDEL) is not a sentence, nor is
+# a header as sent ("Idempotent-Replayed: true").
+_WORD = r"[A-Za-z][a-z]+(?:-[A-Za-z][a-z]+)*"
+ENGLISH_PHRASE = re.compile(rf"\b{_WORD}(?:[ ,;'\u2019]+{_WORD}){{2,}}\b")
 CHINESE = re.compile(r"[\u3400-\u9fff]")
 
 

@@ -2,7 +2,9 @@
 
 from django import template
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.utils.translation import get_language
+from django.utils.html import json_script
+from django.utils.safestring import SafeString
+from django.utils.translation import get_language, gettext
 
 from storefront import access
 
@@ -52,3 +54,37 @@ def may_see_books(user: AbstractBaseUser | AnonymousUser) -> bool:
 def may_use_chaos(user: AbstractBaseUser | AnonymousUser) -> bool:
     """For the navigation: the chaos link shows only to those the panel lets in."""
     return access.may_use_chaos(user)
+
+
+@register.simple_tag
+def script_messages() -> SafeString:
+    """The scripts' sentences in the page's language, as a JSON island they read.
+
+    One catalogue for the pages and their scripts: the texts are marked here with
+    gettext, and pay.js / live.js fill in their ``%(name)s`` placeholders.
+    """
+    messages = {
+        "live_updated": gettext("Live: updated %(time)s."),
+        "live_paused": gettext("Live updates paused (%(error)s); retrying."),
+        "click": gettext("Click %(click)s"),
+        "click_retry": gettext("%(label)s (retry %(retry)s, same key)"),
+        "sent": gettext("%(title)s: sent…"),
+        "waiting": gettext(
+            "%(title)s: sent; waiting for the provider (up to %(timeout)s s; the shop holds "
+            "the key meanwhile)… %(seconds)s s"
+        ),
+        "answered": gettext("%(title)s (answered %(ordinal)s)"),
+        "replayed": gettext("replayed"),
+        "fresh": gettext("fresh"),
+        "not_stored": gettext("not stored · nothing was kept for this key"),
+        "not_json_retry": gettext("An unexpected answer (not JSON). Retrying with the same key."),
+        "not_json_final": gettext(
+            "An unexpected answer (not JSON). Reload the page; nothing is charged twice."
+        ),
+        "retry_in": gettext("Retrying with the same key in %(seconds)s s."),
+        "stopped": gettext("Stopped retrying. The reconciler settles it; reload to see."),
+        "no_answer": gettext(
+            "%(title)s: no answer (network). Retrying with the same key in %(seconds)s s."
+        ),
+    }
+    return json_script(messages, "script-messages")
