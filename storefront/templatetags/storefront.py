@@ -12,28 +12,24 @@ register = template.Library()
 
 # ISO 4217 minor-unit exponents that are not 2; every other currency has cents.
 _EXPONENTS = {"JPY": 0, "KRW": 0, "VND": 0, "CLP": 0, "ISK": 0, "BHD": 3, "KWD": 3, "JOD": 3}
-# The symbol a reader of each language expects (as CLDR writes them): ¥ alone means
-# yuan to a Chinese reader and yen to many English ones, so each side qualifies the
-# other's. A currency not listed keeps its ISO code after the number.
-_SYMBOLS = {
-    "en": {"CNY": "CN¥", "USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "HKD": "HK$"},
-    "zh-hans": {"CNY": "¥", "USD": "US$", "EUR": "€", "GBP": "£", "JPY": "JP¥", "HKD": "HK$"},
-}
+# How a Chinese reader expects an amount: the symbol first (as CLDR writes them;
+# ¥ alone is the yuan), thousands grouped. English keeps the form the pages always
+# had, the amount then its ISO code ("19.99 CNY"), which no reader misreads. A
+# currency without a symbol here keeps its code in both languages.
+_CHINESE_SYMBOLS = {"CNY": "¥", "USD": "US$", "EUR": "€", "GBP": "£", "JPY": "JP¥", "HKD": "HK$"}
 
 
 @register.filter
 def money(amount: int | None, currency: str) -> str:
-    """1999, "CNY" -> "CN¥19.99" (English) or "¥19.99" (Chinese); 123456 "XYZ" -> "1,234.56 XYZ".
-
-    Integer arithmetic only: money is never a float.
-    """
+    """1999, "CNY" -> "19.99 CNY" (English), "¥19.99" (Chinese). Never a float."""
     if amount is None:
         return "—"
     exponent = _EXPONENTS.get(currency, 2)
     major, minor = divmod(abs(amount), 10**exponent)
     sign = "-" if amount < 0 else ""
-    number = f"{major:,}" if exponent == 0 else f"{major:,}.{minor:0{exponent}d}"
-    symbol = _SYMBOLS.get(get_language() or "en", _SYMBOLS["en"]).get(currency)
+    symbol = _CHINESE_SYMBOLS.get(currency) if get_language() == "zh-hans" else None
+    grouped = f"{major:,}" if symbol else str(major)
+    number = grouped if exponent == 0 else f"{grouped}.{minor:0{exponent}d}"
     return f"{sign}{symbol}{number}" if symbol else f"{sign}{number} {currency}"
 
 

@@ -159,11 +159,11 @@ def test_a_form_error_in_chinese_is_said_in_chinese(user, product):
 @pytest.mark.parametrize(
     ("language", "amount", "currency", "shown"),
     [
-        ("en", 1999, "CNY", "CN¥19.99"),
+        ("en", 1999, "CNY", "19.99 CNY"),
         ("zh-hans", 1999, "CNY", "¥19.99"),
-        ("en", 123456789, "USD", "$1,234,567.89"),
-        ("zh-hans", 500, "USD", "US$5.00"),
-        ("en", 1500, "JPY", "¥1,500"),
+        ("en", 123456789, "USD", "1234567.89 USD"),
+        ("zh-hans", 123456789, "USD", "US$1,234,567.89"),
+        ("zh-hans", 1500, "JPY", "JP¥1,500"),
         ("zh-hans", -250, "CNY", "-¥2.50"),
         ("en", 1000, "KWD", "1.000 KWD"),
         ("zh-hans", 7, "XYZ", "0.07 XYZ"),
