@@ -122,7 +122,13 @@ def _gunicorn(bin_dir: str, port: str) -> list[str]:
 def _children(bin_dir: str) -> list[Child]:
     return [
         Child("web", _gunicorn(bin_dir, PORT)),
-        Child("provider", _gunicorn(bin_dir, PROVIDER_PORT), provider=True),
+        # Serves only the sandbox and its admin (config/provider_urls.py), not the shop.
+        Child(
+            "provider",
+            _gunicorn(bin_dir, PROVIDER_PORT),
+            provider=True,
+            env={"SANDBOX_ONLY": "true"},
+        ),
         Child(
             "worker",
             [
@@ -240,7 +246,8 @@ def main() -> int:
         for child in children:
             child.start()
         print(
-            f"\nOnceShop is running on http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)\n",
+            f"\nOnceShop is running on http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)"
+            f"\nIts payment provider (the sandbox): http://127.0.0.1:{PROVIDER_PORT}/sandbox/\n",
             flush=True,
         )
         reason = _supervise(children, stopping)

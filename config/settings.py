@@ -60,6 +60,9 @@ elif not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
 # a process with this on (the demo's provider process and worker, the tests, the
 # bench), never in the shop of a deployment. Its tables stay installed, and empty.
 SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", False)
+# The demo's provider server (config/demo.py): it serves the sandbox and the admin of
+# its tables at its root (config/provider_urls.py), not a second copy of the shop.
+SANDBOX_ONLY = SANDBOX_ENABLED and env_bool("SANDBOX_ONLY", False)
 
 
 def dev_default(value: str) -> str:
@@ -122,7 +125,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "config.urls"
+ROOT_URLCONF = "config.provider_urls" if SANDBOX_ONLY else "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [

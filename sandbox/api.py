@@ -16,7 +16,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.permissions import IsAdminUser
+from rest_framework.permissions import AllowAny, IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -109,6 +109,37 @@ def validate_notify_url(value: str) -> None:
         raise serializers.ValidationError(
             "This notify_url is not on the provider's allow-list (SANDBOX_NOTIFY_URLS)."
         )
+
+
+@extend_schema(exclude=True)
+class IndexApi(APIView):
+    """GET /sandbox/: what this provider offers, for a reader who opens it in a browser."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[type] = []
+
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                "provider": "OnceShop's sandbox: a stand-in payment provider (DESIGN.md 5)",
+                "merchant_auth": "Authorization: Bearer <merchant key> (SANDBOX_API_KEYS)",
+                "endpoints": SANDBOX_ENDPOINTS,
+                "admin": "/admin/ (its tables, read-only)",
+            }
+        )
+
+
+# What the index lists, in the order a merchant meets them.
+SANDBOX_ENDPOINTS = [
+    "POST /sandbox/v1/charges (Idempotency-Key)",
+    "GET /sandbox/v1/charges/{out_trade_no}",
+    "POST /sandbox/v1/charges/{out_trade_no}/close",
+    "POST /sandbox/v1/refunds (Idempotency-Key)",
+    "GET /sandbox/v1/refunds/{out_refund_no}",
+    "GET /sandbox/v1/wallets/{payer}",
+    "GET, POST, DELETE /sandbox/v1/faults (staff of the shop)",
+]
 
 
 @extend_schema(exclude=True)

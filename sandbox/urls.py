@@ -5,6 +5,7 @@ from sandbox.api import (
     ChargeCreateApi,
     ChargeDetailApi,
     FaultListApi,
+    IndexApi,
     RefundCreateApi,
     RefundDetailApi,
     WalletDetailApi,
@@ -14,6 +15,7 @@ from sandbox.api import (
 # converters, so an out_trade_no, out_refund_no or payer holding a "/" is still addressable; the
 # close route comes first, so ".../close" always means the close action.
 urlpatterns = [
+    path("", IndexApi.as_view(), name="sandbox-index"),
     path("v1/charges", ChargeCreateApi.as_view(), name="sandbox-charge-create"),
     path(
         "v1/charges/<path:out_trade_no>/close",

@@ -1,9 +1,12 @@
-"""A small HTTP client of the shop's own API, for the chaos panel and the story.
+"""A small HTTP client of the shop's own API, for the chaos panel's bursts.
 
-Those two act like real clients on purpose: they reach the running shop over
+The panel acts like a real client on purpose: it reaches the running shop over
 loopback at ``SHOP_BASE_URL`` with a user's token, exactly as a mobile app or a
-payment gateway would, and read every answer (status, body,
-``Idempotent-Replayed``) off the wire.
+payment gateway would, and reads every answer (status, body,
+``Idempotent-Replayed``) off the wire. It fires one request per thread with no
+retries of its own (a burst is the point), so it needs none of the published
+client's retry policy; the story uses that client (``storefront/story/wire.py``).
+The timeouts below are shared with it.
 """
 
 from __future__ import annotations

@@ -52,16 +52,21 @@ class ProductFactory(factory.Factory):
         return model_class(**kwargs)
 
 
-def pay_record_plant(
-    user: Any, order: Any, *, point: str, payment: Any = None, locked: bool = False
+def key_record_plant(
+    user: Any,
+    *,
+    path: str,
+    point: str,
+    resource_type: str = "",
+    resource_id: int | None = None,
+    locked: bool = False,
 ) -> str:
-    """The key record of a pay request, as one left at ``point`` leaves it; its key.
+    """The key record of a POST to ``path`` (empty body), as one left at ``point``; its key.
 
     ``locked``: the request still runs (its lock is fresh), so a same-key request
     gets 409; otherwise it died (lock released or expired) and a retry resumes.
     """
     key = str(uuid.uuid4())
-    path = f"/api/v1/orders/{order.number}/pay/"
     now = timezone.now()
     IdempotencyKey.objects.create(
         user=user,
@@ -73,7 +78,21 @@ def pay_record_plant(
         created_at=now,
         lock_token=uuid.uuid4() if locked else None,
         locked_at=now if locked else None,
-        resource_type="payment" if payment else "",
-        resource_id=payment.pk if payment else None,
+        resource_type=resource_type,
+        resource_id=resource_id,
     )
     return key
+
+
+def pay_record_plant(
+    user: Any, order: Any, *, point: str, payment: Any = None, locked: bool = False
+) -> str:
+    """The key record of a pay request, as one left at ``point`` leaves it (see above)."""
+    return key_record_plant(
+        user,
+        path=f"/api/v1/orders/{order.number}/pay/",
+        point=point,
+        resource_type="payment" if payment else "",
+        resource_id=payment.pk if payment else None,
+        locked=locked,
+    )

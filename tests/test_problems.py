@@ -1,5 +1,8 @@
 """Every problem's ``type`` is a page: /problems/<code> describes the code."""
 
+import re
+from pathlib import Path
+
 import pytest
 from django.contrib.staticfiles import finders
 from django.templatetags.static import static
@@ -21,6 +24,22 @@ def test_every_code_the_api_answers_with_has_its_page():
         page = pages.get(f"/problems/{code}")
         assert page.status_code == 200, code
         assert code in page.content.decode()
+
+
+def test_every_code_declared_in_the_source_has_its_page():
+    # Read from the files, not the imported classes: a module no URL imports, or a
+    # code spelled outside ApplicationError, must not escape the catalogue.
+    root = Path(__file__).resolve().parents[1]
+    apps = ("config", "orders", "payments", "callbacks", "idempotency", "reconcile", "sandbox")
+    declared = {
+        code
+        for app in apps
+        for path in (root / app).rglob("*.py")
+        for code in re.findall(r'^\s+code = "([a-z-]+)"', path.read_text(), re.M)
+    }
+
+    assert len(declared) > 30
+    assert declared <= set(problem_types())
 
 
 def test_a_problem_type_as_sent_opens_its_description():

@@ -5,13 +5,21 @@
     provider's callback arrives (three times). The first charge had in fact
     succeeded. Three triggers, one order: one order, one debit, one shipment.
 
-Three parts, each small enough to read on its own:
+Then a second chapter: the provider declines a second order's charge, the
+customer gives up and cancels, and the provider captures it after all; the
+shop books that orphaned capture and refunds it automatically.
 
-- ``scenario``: runs it like a real client, over HTTP against ``SHOP_BASE_URL``
-  with a fresh customer's token, the provider scripted through its faults API.
-  It is a list of chapters; each records what it sent and what came back, when.
+The parts, each small enough to read on its own:
+
+- ``wire``: every request goes through the project's client, ``onceshop_client``,
+  over HTTP against ``SHOP_BASE_URL`` (which follows ``PORT``).
+- ``scenario``: the founding scenario, run like a real client with a fresh
+  customer's token, the provider scripted through its faults API; each step
+  records what it sent and what came back, when.
 - ``observe``: reads what the background work did (the notification, who settled
   the payment, the shipment), then the books and the audit.
+- ``late_success`` / ``late_observe``: the second chapter, and what became of
+  the late capture, read from the rows.
 - ``narrate``: tells all of it in time order, with who settled the payment.
 
 ``story_run`` returns a ``StoryReport``, so ``manage.py story``, the home page's
@@ -22,9 +30,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from storefront.client import ShopUnreachable
+from storefront.story.late_observe import late_observe
+from storefront.story.late_success import late_success_run
 from storefront.story.narrate import story_narrate
-from storefront.story.observe import story_observe
+from storefront.story.observe import story_books, story_observe
 from storefront.story.report import StoryReport, StoryStep, StoryUnavailable, TallyRow
 from storefront.story.scenario import BACKGROUND_WAIT_S, GATEWAY_DELAY_S, Scene, scenario_run
 
@@ -58,11 +67,10 @@ def story_run(
         gateway_delay_s=gateway_delay_s,
         wait_s=wait_s,
     )
-    try:
-        scenario_run(scene)
-    except ShopUnreachable as error:
-        raise StoryUnavailable(str(error)) from error
+    scenario_run(scene)
     observed = story_observe(scene)
+    late = late_success_run(scene)
+    story_books(scene, observed, later=late_observe(scene, late), charges=2)
     return StoryReport(
         customer=scene.customer,
         order_number=scene.order_number,

@@ -18,9 +18,9 @@ from django.conf import settings
 from callbacks.models import ProviderNotification
 from orders.models import Order, Shipment
 from payments.models import LedgerEntry, Payment, PaymentStatus
+from payments.providers import ChargeStatus, ProviderOutcomeUnknown
 from payments.providers.sandbox import SandboxProvider
 from reconcile.audit import audit_run
-from storefront.client import ShopClient
 from storefront.story.report import TallyRow
 from storefront.story.scenario import Role, Scene
 
@@ -80,12 +80,12 @@ def story_observe(scene: Scene) -> Observed:
             at_s=settled_at_s,
         )
     _shipment(scene)
-    _books(scene, observed)
     return observed
 
 
-def _wait_for(scene: Scene, found: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + scene.wait_s
+def wait_for(scene: Scene, found: Callable[[], bool], *, extra_s: float = 0.0) -> bool:
+    """Poll until ``found()`` or ``scene.wait_s`` (+ ``extra_s``) ran out; whether found."""
+    deadline = time.monotonic() + scene.wait_s + extra_s
     while not found():
         if time.monotonic() > deadline:
             return False
@@ -95,7 +95,7 @@ def _wait_for(scene: Scene, found: Callable[[], bool]) -> bool:
 
 def _notification(scene: Scene, payment: Payment, observed: Observed) -> None:
     received = ProviderNotification.objects.filter(out_trade_no=payment.out_trade_no)
-    if not _wait_for(scene, received.exists):
+    if not wait_for(scene, received.exists):
         scene.record(
             Role.NOTIFICATION,
             "provider",
@@ -131,7 +131,7 @@ def _settler(scene: Scene, observed: Observed) -> Settler:
 
 def _shipment(scene: Scene) -> None:
     shipped = Shipment.objects.filter(order__number=scene.order_number)
-    arrived = _wait_for(scene, shipped.exists)
+    arrived = wait_for(scene, shipped.exists)
     shipment = shipped.first()
     scene.record(
         Role.SHIPPED,
@@ -147,33 +147,40 @@ def _shipment(scene: Scene) -> None:
     )
 
 
-def _books(scene: Scene, observed: Observed) -> None:
-    order = Order.objects.get(number=scene.order_number)
-    wallet = ShopClient(base_url=scene.provider_url).request(
-        "GET",
-        f"/v1/wallets/{scene.customer}",
-        headers={"Authorization": f"Bearer {settings.PROVIDER_API_KEY}"},
-    )
-    charges = wallet.body.get("charges", []) if wallet.ok and wallet.body else []
-    observed.tally = [
-        TallyRow("orders", Order.objects.filter(user__username=scene.customer).count(), 1),
-        TallyRow("paid orders", Order.objects.filter(pk=order.pk, status="PAID").count(), 1),
-        TallyRow("ledger entries (debits)", LedgerEntry.objects.filter(order=order).count(), 1),
-        TallyRow(
-            "successful charges at the provider",
-            sum(1 for charge in charges if charge["status"] == "SUCCESS"),
-            1,
-        ),
-        TallyRow("shipments", Shipment.objects.filter(order=order).count(), 1),
-    ]
-    # The audit reads the provider at the story's provider URL (an explicit
-    # --provider-url may differ from this process's PROVIDER_BASE_URL).
-    provider = SandboxProvider(
+def story_provider(scene: Scene) -> SandboxProvider:
+    """The provider at the story's URL (an explicit --provider-url may differ from this
+    process's PROVIDER_BASE_URL), for reading it and for the reconciler's steps."""
+    return SandboxProvider(
         base_url=scene.provider_url,
         api_key=settings.PROVIDER_API_KEY,
         timeout_s=settings.PROVIDER_TIMEOUT_S,
-        webhook_secrets=[],  # the audit only reads; it verifies no notification
+        webhook_secrets=[],  # it only reads and refunds; it verifies no notification
     )
+
+
+def story_books(scene: Scene, observed: Observed, *, later: list[TallyRow], charges: int) -> None:
+    """The tally of what the story did, and the audit. ``later``: the second chapter's
+    rows; ``charges``: how many charges the provider should have captured in all."""
+    order = Order.objects.get(number=scene.order_number)
+    provider = story_provider(scene)
+    try:
+        wallet = provider.wallet(payer=scene.customer)
+    except ProviderOutcomeUnknown:
+        wallet = None
+    captured = [c for c in wallet.charges if c.status is ChargeStatus.SUCCESS] if wallet else []
+    net = wallet.charged_total - wallet.refunded_total if wallet else 0
+    observed.tally = [
+        TallyRow("paid orders", Order.objects.filter(pk=order.pk, status="PAID").count(), 1),
+        TallyRow(
+            "capture ledger entries (debits)",
+            LedgerEntry.objects.filter(order=order, kind=LedgerEntry.Kind.CAPTURE).count(),
+            1,
+        ),
+        TallyRow("shipments", Shipment.objects.filter(order=order).count(), 1),
+        *later,
+        TallyRow("successful charges at the provider", len(captured), charges),
+        TallyRow("provider: charged - refunded (minor units)", net, order.amount),
+    ]
     try:
         observed.audit = audit_run(provider=provider)
     except Exception as error:  # said in words; the tally above still stands

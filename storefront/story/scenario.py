@@ -1,10 +1,10 @@
-"""Run the story's scenario like a real client, and record what happened, when.
+"""Run the story's founding scenario like a real client, and record what happened, when.
 
-The scenario is a list of chapters (``CHAPTERS``). Each one sends its requests
-over HTTP and records a ``Happening`` per request: who, what was sent, the
-answer, and the second it was known. The narrator later sorts them all, with
-what the background work did, into one time line. A new chapter (a refund, say)
-is one more function here and one more entry in ``CHAPTERS``.
+The scenario is a list of steps (``CHAPTERS``). Each one sends its requests
+through the project's client (``wire``, over HTTP) and records a ``Happening``
+per request: who, what was sent, the answer, and the second it was known. The
+narrator later sorts them all, with what the background work did, into one
+time line. Another chapter (``late_success``) builds on the same ``Scene``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from onceshop_client import Line, OnceShopClient, Reply
 from storefront.answers import Answer
-from storefront.client import ShopClient
 from storefront.story.report import StoryUnavailable
+from storefront.story.wire import client, send
 
 # "The gateway retries the request three seconds later" (the reading).
 GATEWAY_DELAY_S = 3.0
@@ -55,6 +56,13 @@ class Role(enum.Enum):
     NOTIFICATION = "notification"  # observed: the provider's notification arrived
     SETTLED = "settled"  # observed: the payment was settled
     SHIPPED = "shipped"  # observed: the order was fulfilled
+    # The second chapter (late_success.py): the provider succeeds after the shop gave up.
+    LATE_PAY = "late-pay"  # the pay the provider declines now
+    GIVE_UP = "give-up"  # the customer cancels the order
+    LATE_CAPTURE = "late-capture"  # observed: the provider captured after all
+    LATE_NOTIFICATION = "late-notification"  # observed: the shop heard of it
+    ORPHAN_BOOKED = "orphan-booked"  # observed: the capture booked as orphaned
+    ORPHAN_REFUNDED = "orphan-refunded"  # observed: its automatic refund settled
 
 
 @dataclass(frozen=True)
@@ -85,8 +93,8 @@ class Scene:
     order_number: str = ""
     pay_key: str = ""
     product: dict[str, Any] = field(default_factory=dict)
-    me: ShopClient | None = None
-    provider: ShopClient | None = None  # the operator's client of the provider
+    token: str = ""  # the customer's API token
+    operator_token: str = ""  # the staff user's, for the provider's faults API
     happenings: list[Happening] = field(default_factory=list)
 
     def seconds(self, at: datetime | None = None) -> float:
@@ -117,9 +125,21 @@ class Scene:
             )
         )
 
-    def customer_client(self) -> ShopClient:
-        assert self.me is not None, "sign_in runs first"
-        return self.me
+    def as_customer(self) -> OnceShopClient:
+        """A new client of the shop as the customer: one per thread."""
+        assert self.token, "sign_in runs first"
+        return client(self.base_url, token=self.token)
+
+    def ask(self, call: Callable[[], Reply[Any]]) -> Answer:
+        """One call of the shop through the client; its answer, final or not."""
+        return send(call, who="shop", where=self.base_url)
+
+    def to_provider(self, method: str, path: str, body: Any = None) -> Answer:
+        """One call of the provider's API as the staff operator (its faults)."""
+        provider = client(self.provider_url, token=self.operator_token)
+        return send(
+            lambda: provider.send(method, path, json=body), who="provider", where=self.provider_url
+        )
 
 
 def _short(key: str) -> str:
@@ -130,17 +150,18 @@ def _short(key: str) -> str:
 
 
 def sign_in(scene: Scene) -> None:
-    shop = ShopClient(base_url=scene.base_url)
-    scene.product = _pick_product(scene, shop)
-    scene.provider = _operator_client(scene)
+    scene.product = _pick_product(scene)
+    scene.operator_token = _operator_token(scene)
     username, password = f"story-{secrets.token_hex(4)}", secrets.token_urlsafe(16)
     get_user_model().objects.create_user(username=username, password=password)
     scene.customer = username
     path = reverse("auth-token")
-    signed_in = shop.post(path, json={"username": username, "password": password})
+    visitor = client(scene.base_url)
+    form = {"username": username, "password": password}
+    signed_in = scene.ask(lambda: visitor.send("POST", path, form=form))
     if not signed_in.ok:
         raise StoryUnavailable(f"The new customer could not sign in: {signed_in.summary}.")
-    scene.me = ShopClient(base_url=scene.base_url, token=str(signed_in.body["token"]))
+    scene.token = str(signed_in.body["token"])
     scene.record(
         Role.SIGN_IN,
         "customer",
@@ -151,12 +172,13 @@ def sign_in(scene: Scene) -> None:
     )
 
 
-def place_order(scene: Scene) -> None:
+def place_order(scene: Scene) -> str:
+    """One order of the cheapest product in stock; its number. Used by both chapters."""
     key = str(uuid.uuid4())
     product = scene.product
-    created = scene.customer_client().post(
-        reverse("order-list"), key=key, json={"lines": [{"sku": product["sku"], "quantity": 1}]}
-    )
+    lines: list[Line] = [{"sku": product["sku"], "quantity": 1}]
+    me = scene.as_customer()
+    created = scene.ask(lambda: me.create_order(lines, key=key))
     scene.record(
         Role.ORDER,
         "customer",
@@ -167,44 +189,55 @@ def place_order(scene: Scene) -> None:
     )
     if created.status != 201:
         raise StoryUnavailable(f"The order was not created: {created.summary}.")
-    scene.order_number = str(created.body["number"])
+    return str(created.body["number"])
+
+
+def first_order(scene: Scene) -> None:
+    scene.order_number = place_order(scene)
 
 
 def script_provider(scene: Scene) -> None:
-    operator = scene.provider
-    assert operator is not None
     delay = min(settings.PROVIDER_TIMEOUT_S + PROVIDER_LATE_BY_S, SANDBOX_MAX_DELAY_S)
-    answers = [
-        operator.request("DELETE", "/v1/faults"),
-        operator.post(
-            "/v1/faults", json={"mode": "timeout_after_commit", "count": 1, "delay_s": delay}
-        ),
-        operator.post("/v1/faults", json={"mode": "callback_duplicates", "count": 1, "copies": 3}),
-    ]
-    failed = next((answer for answer in answers if not answer.ok), None)
-    if failed is not None:
-        raise StoryUnavailable(f"The provider's faults could not be set: {failed.summary}.")
+    armed = script_faults(
+        scene,
+        {"mode": "timeout_after_commit", "count": 1, "delay_s": delay},
+        {"mode": "callback_duplicates", "count": 1, "copies": 3},
+    )
     scene.record(
         Role.SCRIPT,
         "operator",
         "scripts the provider for the next charge",
         request="POST /sandbox/v1/faults timeout_after_commit, callback_duplicates x3",
-        result=f"{answers[1].status} armed",
+        result=f"{armed.status} armed",
         why=f"The provider will charge, then answer after {delay:.1f} s, later than the "
         f"shop waits ({settings.PROVIDER_TIMEOUT_S:.1f} s); and it will send its "
         "notification 3 times.",
     )
 
 
+def script_faults(scene: Scene, *faults: dict[str, Any]) -> Answer:
+    """Clear the provider's faults, then arm these; the last answer."""
+    answers = [scene.to_provider("DELETE", "/v1/faults")]
+    answers += [scene.to_provider("POST", "/v1/faults", fault) for fault in faults]
+    failed = next((answer for answer in answers if not answer.ok), None)
+    if failed is not None:
+        raise StoryUnavailable(f"The provider's faults could not be set: {failed.summary}.")
+    return answers[-1]
+
+
 def pay_twice_then_gateway(scene: Scene) -> None:
-    me = scene.customer_client()
-    path = reverse("order-pay", kwargs={"number": scene.order_number})
+    me = scene.as_customer()
+    number = scene.order_number
+    path = reverse("order-pay", kwargs={"number": number})
     key = scene.pay_key = str(uuid.uuid4())
     request = f"POST {path} · Idempotency-Key {_short(key)}"
 
     first: list[Answer] = []
+    # Its own client: the first click waits in another thread.
+    first_click = scene.as_customer()
     clicking = threading.Thread(
-        target=lambda: first.append(me.post(path, key=key)), name="story-first-click"
+        target=lambda: first.append(scene.ask(lambda: first_click.pay(number, key=key))),
+        name="story-first-click",
     )
     scene.record(Role.CLICK, "customer", "clicks Pay", request=request, result="sent")
     clicking.start()
@@ -213,11 +246,11 @@ def pay_twice_then_gateway(scene: Scene) -> None:
     status_path = reverse("idempotency-key-detail", kwargs={"key": key})
     deadline = time.monotonic() + settings.PROVIDER_TIMEOUT_S + 10
     while clicking.is_alive() and time.monotonic() < deadline:
-        seen = me.get(status_path)
+        seen = scene.ask(lambda: me.send("GET", status_path))
         if seen.ok and seen.body.get("status") == "in_progress":
             break
         time.sleep(POLL_S)
-    second = me.post(path, key=key)
+    second = scene.ask(lambda: me.pay(number, key=key))
     scene.record(
         Role.DOUBLE_CLICK,
         "customer",
@@ -234,7 +267,7 @@ def pay_twice_then_gateway(scene: Scene) -> None:
         answer=first[0],
     )
     time.sleep(scene.gateway_delay_s)  # the reading's gateway: a fixed, scripted pause
-    retried = me.post(path, key=key)
+    retried = scene.ask(lambda: me.pay(number, key=key))
     scene.record(
         Role.GATEWAY_RETRY,
         "gateway",
@@ -242,7 +275,7 @@ def pay_twice_then_gateway(scene: Scene) -> None:
         request=request,
         answer=retried,
     )
-    again = me.post(path, key=key)
+    again = scene.ask(lambda: me.pay(number, key=key))
     scene.record(
         Role.RELOAD,
         "customer",
@@ -254,7 +287,7 @@ def pay_twice_then_gateway(scene: Scene) -> None:
 
 
 Chapter = Callable[[Scene], None]
-CHAPTERS: tuple[Chapter, ...] = (sign_in, place_order, script_provider, pay_twice_then_gateway)
+CHAPTERS: tuple[Chapter, ...] = (sign_in, first_order, script_provider, pay_twice_then_gateway)
 
 
 def scenario_run(scene: Scene) -> None:
@@ -262,15 +295,22 @@ def scenario_run(scene: Scene) -> None:
         for chapter in CHAPTERS:
             chapter(scene)
     finally:
-        if scene.provider is not None:
-            scene.provider.request("DELETE", "/v1/faults")  # leave the provider well-behaved
+        provider_calm(scene)
+
+
+def provider_calm(scene: Scene) -> None:
+    """Leave the provider well-behaved (no fault armed), if the story got that far."""
+    if scene.operator_token:
+        scene.to_provider("DELETE", "/v1/faults")
 
 
 # --- what the chapters need ---------------------------------------------------------------
 
 
-def _pick_product(scene: Scene, shop: ShopClient) -> dict[str, Any]:
-    listed = shop.get(reverse("product-list") + "?page_size=100")
+def _pick_product(scene: Scene) -> dict[str, Any]:
+    path = reverse("product-list") + "?page_size=100"
+    visitor = client(scene.base_url)
+    listed = scene.ask(lambda: visitor.send("GET", path))
     if not listed.ok or not isinstance(listed.body, dict):
         raise StoryUnavailable(
             f"{scene.base_url} answered {listed.status} for the catalogue: is OnceShop "
@@ -279,14 +319,14 @@ def _pick_product(scene: Scene, shop: ShopClient) -> dict[str, Any]:
     products = [
         p
         for p in listed.body.get("results", [])
-        if p["stock"] > 0 and p["price"] <= settings.SANDBOX_WALLET_START
+        if p["stock"] > 1 and p["price"] <= settings.SANDBOX_WALLET_START // 2
     ]
     if not products:
         raise StoryUnavailable("Nothing is in stock: run `.venv/bin/python manage.py seed_demo`.")
     return min(products, key=lambda p: (p["price"], p["sku"]))
 
 
-def _operator_client(scene: Scene) -> ShopClient:
+def _operator_token(scene: Scene) -> str:
     user = get_user_model().objects.filter(username=scene.operator, is_staff=True).first()
     if user is None:
         raise StoryUnavailable(
@@ -294,4 +334,4 @@ def _operator_client(scene: Scene) -> ShopClient:
             "run `.venv/bin/python manage.py seed_demo` (make demo does)."
         )
     token, _ = Token.objects.get_or_create(user=user)
-    return ShopClient(base_url=scene.provider_url, token=token.key)
+    return str(token.key)

@@ -8,9 +8,7 @@ with one refund at the provider and one in the books.
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
-from idempotency.core import fingerprint
 from idempotency.models import IdempotencyKey
 from payments.models import LedgerEntry, Refund
 from payments.providers import get_provider
@@ -19,6 +17,7 @@ from payments.refunds import refund_create, refund_mark_unknown, refund_send
 from reconcile.services import refunds as reconcile_refunds
 from tests.assertions import assert_refunded_once
 from tests.conftest import new_key
+from tests.factories import key_record_plant
 from tests.injection import crash_on
 from tests.processes import post_and_die
 
@@ -27,20 +26,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def plant(user, order, *, point: str, refund: Refund | None = None) -> str:
     """A record as a refund request that died at ``point`` (lock released) leaves it."""
-    key = new_key()
-    path = f"/api/v1/orders/{order.number}/refunds/"
-    IdempotencyKey.objects.create(
-        user=user,
-        key=key,
-        fingerprint=fingerprint(method="POST", path=path, body={}),
-        method="POST",
-        path=path,
-        recovery_point=point,
-        created_at=timezone.now(),
+    return key_record_plant(
+        user,
+        path=f"/api/v1/orders/{order.number}/refunds/",
+        point=point,
         resource_type="refund" if refund else "",
         resource_id=refund.pk if refund else None,
     )
-    return key
 
 
 def start_refund(user, order) -> Refund:

@@ -13,11 +13,13 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
+from django.utils import timezone
 
 from orders.models import Order
 from orders.services import shipment_create
 from sandbox.delivery import notification_deliver
-from sandbox.models import Notification
+from sandbox.models import Charge, Notification
+from sandbox.services import late_success_settle
 from tests.factories import UserFactory
 
 # Nothing listens on the discard port: a provider call there is refused at once.
@@ -72,9 +74,10 @@ def redis_client() -> redis.Redis:
 class BackgroundWork:
     """Stands in for the Celery worker in tests that need its effects.
 
-    Delivers the provider's pending notifications (the sandbox's own delivery
-    service, over HTTP to the live server) and ships PAID orders (the service
-    the fulfil task calls), in a loop, in its own thread and connection.
+    Makes the provider's due late successes happen and delivers its pending
+    notifications (the sandbox's own services, the second over HTTP to the live
+    server), and ships PAID orders (the service the fulfil task calls), in a
+    loop, in its own thread and connection.
     """
 
     def __init__(self) -> None:
@@ -82,6 +85,10 @@ class BackgroundWork:
         self.thread = threading.Thread(target=self.loop, name="background-work", daemon=True)
 
     def once(self) -> None:
+        for charge_id in Charge.objects.filter(late_success_at__lte=timezone.now()).values_list(
+            "id", flat=True
+        ):
+            late_success_settle(charge_id=charge_id)
         for notification_id in Notification.objects.filter(
             status=Notification.Status.PENDING
         ).values_list("id", flat=True):

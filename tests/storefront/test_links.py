@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Fetched, never crawled: big generated areas with their own tests.
 LEAVES = ("/admin/", "/api/", "/problems/")
 DEMO_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):8000(/[^\s)`'\"<>]*)?")
+PROVIDER_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):8001(/[^\s)`'\"<>]*)?")
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -132,3 +133,24 @@ def test_the_readmes_local_links_lead_somewhere(demo_shop):
         assert (ROOT / target.split("#")[0]).exists(), target
     for path in shop_paths:
         assert staff.get(path, follow=True).status_code == 200, path
+
+
+def test_the_readmes_provider_links_lead_to_the_provider_and_not_a_second_shop(demo_shop, settings):
+    # The demo's provider server runs with SANDBOX_ONLY (config/demo.py).
+    settings.ROOT_URLCONF = "config.provider_urls"
+    readme = (ROOT / "README.md").read_text()
+    staff = Client()
+    staff.force_login(demo_shop)
+    provider_paths = {
+        (match.group(1) or "/").rstrip(".,;:") for match in PROVIDER_URL.finditer(readme)
+    }
+
+    assert {"/sandbox/", "/admin/"} <= provider_paths
+    for path in provider_paths:
+        assert staff.get(path, follow=True).status_code == 200, path
+    index = staff.get("/sandbox/").json()
+    assert "GET /sandbox/v1/wallets/{payer}" in index["endpoints"]
+    # Its root leads to the provider's index; the shop is not served there.
+    assert staff.get("/")["Location"] == "/sandbox/"
+    for shop_page in ("/orders/", "/books/", "/api/v1/products/"):
+        assert staff.get(shop_page).status_code == 404, shop_page

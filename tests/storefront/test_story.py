@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 
 from orders.models import Order, Shipment
 from payments.errors import PaymentOutcomeUnknown
-from payments.models import LedgerEntry
+from payments.models import LedgerEntry, Payment
 from storefront.answers import Answer
 from storefront.story import StoryReport, StoryUnavailable, story_run
 from storefront.story.observe import Settler
@@ -44,18 +44,26 @@ def test_the_founding_scenario_changes_the_world_once(
         ("shop", "503 payment-outcome-unknown, not stored"),  # the first click: timed out
         ("gateway", "200 OK, fresh"),  # the retry: resumed, its answer stored
         ("customer", "200 OK, replayed"),  # the reload: the stored answer
+        # The second chapter: another order, declined now, given up.
+        ("customer", "201 Created, fresh"),
+        ("customer", "402 payment-declined, fresh"),
+        ("customer", "200 OK, fresh"),
     ]
     assert ("shop", "shipped once") in [(step.actor, step.result) for step in report.steps]
-    # One order, one debit, one shipment, for a customer who did not exist before.
+    # One order, one debit, one shipment, for a customer who did not exist before;
+    # the late capture of the order they gave up, refunded.
     assert report.ok, report.tally
-    assert [(row.what, row.count) for row in report.tally] == [
-        ("orders", 1),
-        ("paid orders", 1),
-        ("ledger entries (debits)", 1),
-        ("successful charges at the provider", 1),
-        ("shipments", 1),
+    order = Order.objects.get(user__username=report.customer, status="PAID")
+    assert [(row.what, row.count, row.expected) for row in report.tally] == [
+        ("paid orders", 1, 1),
+        ("capture ledger entries (debits)", 1, 1),
+        ("shipments", 1, 1),
+        ("orders cancelled after the decline", 1, 1),
+        ("late captures booked as orphaned", 1, 1),
+        ("orphaned captures refunded in full", 1, 1),
+        ("successful charges at the provider", 2, 2),
+        ("provider: charged - refunded (minor units)", order.amount, order.amount),
     ]
-    order = Order.objects.get(user__username=report.customer)
     assert LedgerEntry.objects.filter(order=order).count() == 1
     assert Shipment.objects.filter(order=order).count() == 1
     assert report.audit is not None
@@ -85,6 +93,49 @@ def test_the_narration_is_in_time_order_and_names_who_settled_the_payment(
     # The 503's sentence is said once, where the 503 is told.
     unknown = Answer(503, False, {"code": PaymentOutcomeUnknown.code}).why
     assert sum(step.explanation.count(unknown) for step in report.steps) == 1
+
+
+def test_a_late_success_after_the_customer_gave_up_is_told_as_it_happened_and_refunded(
+    sandbox, live_server, operator, product, background_work
+):
+    report = story_run(base_url=live_server.url, gateway_delay_s=GATEWAY_DELAY_S, wait_s=WAIT_S)
+
+    # Given the customer's second order, declined now and cancelled
+    late = [step for step in report.steps if step.at_s >= _step(report, "pays the new").at_s]
+    told = [(step.actor, step.action.split(":")[0], step.result) for step in late]
+    cancelled = Order.objects.get(user__username=report.customer, status="CANCELLED")
+    [attempt] = Payment.objects.filter(order=cancelled)
+    # Then the story tells, in time order, what the rows say happened after that
+    assert [(actor, result.split(",")[0]) for actor, _, result in told] == [
+        ("customer", "402 payment-declined"),
+        ("customer", "200 OK"),  # the cancel
+        ("provider", f"SUCCESS {attempt.trade_no}"),  # captured after all
+        ("provider", "deferred"),  # notified; the shop cannot apply it
+        ("reconciler", "payment ORPHANED (order-cancelled)"),
+        ("reconciler", "refund SUCCEEDED"),
+    ]
+    assert [step.at_s for step in late] == sorted(step.at_s for step in late)
+    booked = _step(report, "asks the provider about the attempt")
+    assert f"automatic refund R{attempt.out_trade_no}-1 started" in booked.result
+    # The beat's reconciler waits RECONCILE_AFTER_S; the story said it ran the step.
+    assert "the story runs its step for this one now" in booked.explanation
+    refunded = _step(report, "refunds the orphaned capture")
+    assert refunded.action == "refunds the orphaned capture (orphaned-capture)"
+    assert refunded.result.endswith("ledger entry orphan_refund")
+    # And the books: the orphaned capture and its refund, in their own kinds
+    assert (attempt.status, attempt.failure_code) == ("ORPHANED", "order-cancelled")
+    kinds = LedgerEntry.objects.filter(payment=attempt).values_list("kind", "amount")
+    assert sorted(kinds) == [
+        ("orphan_capture", cancelled.amount),
+        ("orphan_refund", cancelled.amount),
+    ]
+    assert cancelled.refunded_amount == 0  # the order's totals never count it
+    assert report.audit is not None
+    assert report.audit.ok, report.audit.findings
+
+
+def _step(report: StoryReport, action: str):
+    return next(step for step in report.steps if step.action.startswith(action))
 
 
 def test_a_retry_that_asked_the_provider_is_named_as_the_settler(
@@ -127,6 +178,8 @@ def test_the_command_prints_each_step_and_the_books(
     assert "409 idempotency-key-in-use, not stored" in text
     assert "200 OK, replayed" in text
     assert "why: " in text
+    assert "402 payment-declined, fresh" in text
+    assert "refund SUCCEEDED" in text
     assert "The audit (whole shop): clean" in text
     assert "One order, one debit, one shipment." in text
 
