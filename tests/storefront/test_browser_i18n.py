@@ -59,7 +59,7 @@ WORDS = {
         "quantity": "{product} 的数量",
         "place_order": "下单",
         "pay": re.compile(r"^支付 "),
-        "paid": "已支付，无需再付。",
+        "paid": "已支付",
         "click_2": "第 2 次点击",
         "other": "English",
         "other_html": "en",
@@ -74,7 +74,12 @@ def language(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def localized_page(browser: Any, sandbox: str, demo_mode: None, language: str) -> Iterator[Any]:
+def localized_page(
+    browser: Any,  # noqa: F811 (the fixture of that name, imported above)
+    sandbox: str,
+    demo_mode: None,
+    language: str,
+) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1024, "height": 900}, locale=language)
     context.set_default_timeout(WAIT_MS)
     tab = context.new_page()
