@@ -73,8 +73,9 @@ def _name(function: ast.expr) -> str | None:
 
 
 def _strings(*nodes: ast.expr) -> list[str] | None:
-    values = [n.value for n in nodes if isinstance(n, ast.Constant)]
-    return values if len(values) == len(nodes) and all(isinstance(v, str) for v in values) else None
+    """The string literals, or None when any argument is not one (a variable, an f-string)."""
+    values = [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return values if len(values) == len(nodes) else None
 
 
 def python_strings(path: Path) -> Iterator[str]:

@@ -36,7 +36,7 @@ pytestmark = [
 
 # What a reader of each language clicks and reads. The product name stays as the
 # catalogue spells it; everything around it is the page's language.
-WORDS = {
+WORDS: dict[str, dict[str, Any]] = {
     "en-US": {
         "html": "en",
         "username": "Username",
