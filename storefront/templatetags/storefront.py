@@ -70,6 +70,9 @@ def script_messages() -> SafeString:
             "the key meanwhile)… %(seconds)s s"
         ),
         "answered": gettext("%(title)s (answered %(ordinal)s)"),
+        # The order answers came back in: "1st", "2nd", "3rd", then "%(n)sth".
+        "ordinals": [gettext("1st"), gettext("2nd"), gettext("3rd")],
+        "nth": gettext("%(n)sth"),
         "replayed": gettext("replayed"),
         "fresh": gettext("fresh"),
         "not_stored": gettext("not stored · nothing was kept for this key"),

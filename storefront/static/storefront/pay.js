@@ -22,15 +22,14 @@
   var MAX_RETRIES = 8;
   var requests = 0;
   var answered = 0;  // answers received so far: the server may answer click 2 first
-  var ORDINALS = ["1st", "2nd", "3rd"];
-
-  function ordinal(n) { return ORDINALS[n - 1] || n + "th"; }
 
   // The sentences, in the page's language (base.html's script-messages island).
   var MESSAGES = JSON.parse(document.getElementById("script-messages").textContent);
   function say(name, values) {
     return MESSAGES[name].replace(/%\((\w+)\)s/g, function (_, key) { return String(values[key]); });
   }
+
+  function ordinal(n) { return MESSAGES.ordinals[n - 1] || say("nth", { n: n }); }
 
   function backoffSeconds(retry, retryAfter) {
     var ceiling = Math.min(CAP_S, BASE_S * Math.pow(2, retry));
@@ -146,7 +145,7 @@
         window.clearInterval(ticking);
         answered += 1;
         var box = showAnswer(
-          item, say("answered", { title: title, ordinal: ordinal(answered), n: answered }), answer
+          item, say("answered", { title: title, ordinal: ordinal(answered) }), answer
         );
         if (answer.retry_same_key && retry < MAX_RETRIES) {
           var wait = backoffSeconds(retry, answer.retry_after);
