@@ -7,6 +7,7 @@ Django itself uses, so a layout mistake fails here rather than as English pages.
 import gettext
 import io
 import os
+import re
 from pathlib import Path
 
 from config.i18n import LOCALE_DIR, compile_catalogues, mo_bytes, parse
@@ -105,3 +106,20 @@ def test_the_projects_chinese_catalogue_parses_and_is_compiled():
 
     assert len(entries) > 100
     assert po.with_suffix(".mo").exists(), "the test session compiles it (tests/conftest.py)"
+
+
+def test_every_chinese_translation_keeps_the_placeholders_of_its_message():
+    # A placeholder lost or invented in a translation is a KeyError (or a missing
+    # value) at render time, in Chinese only: gettext does not check it, so this does.
+    placeholder = re.compile(r"%\((\w+)\)[sdr]")
+    wrong = {
+        entry.key: entry.msgstr
+        for entry in parse(LOCALE_DIR / "zh_Hans" / "LC_MESSAGES" / "django.po")
+        if entry.msgid
+        and entry.translated
+        and any(
+            set(placeholder.findall(text)) != set(placeholder.findall(entry.msgid))
+            for text in entry.msgstr
+        )
+    }
+    assert not wrong
