@@ -73,8 +73,29 @@ CONCEPTS = (
         ("payment_one_live_attempt_per_order",),
     ),
     Concept(
-        _("One ledger entry per order and per provider `trade_no`"),
+        _(
+            "Ledger: one capture per order, attempt and `trade_no`; one refund entry per "
+            "refund attempt and per `refund_id`"
+        ),
         ("payments.models.LedgerEntry",),
+        (
+            "ledger_one_capture_per_order",
+            "ledger_one_capture_per_payment",
+            "ledger_one_capture_per_trade_no",
+            "ledger_refund_fields_match_kind",
+        ),
+    ),
+    Concept(
+        _("Refunds: the pay flow the other way (`refund_created`), never above the capture"),
+        ("payments.refund_flows.order_refund_flow", "payments.refunds.refund_create"),
+        ("refund_one_live_per_order", "order_refunds_never_exceed_amount"),
+        "docs/idempotency.md",
+    ),
+    Concept(
+        _("Orphaned captures: rolled forward, or booked and refunded automatically"),
+        ("payments.orphans.capture_orphan_resolve", "payments.orphans.orphan_refund_start"),
+        ("refund_one_per_orphaned_capture",),
+        "docs/reconciliation.md",
     ),
     Concept(
         _("One notification per `notify_id`; a duplicate gets the same answer"),

@@ -13,9 +13,10 @@ The parts, each small enough to read on its own:
 
 - ``wire``: every request goes through the project's client, ``onceshop_client``,
   over HTTP against ``SHOP_BASE_URL`` (which follows ``PORT``).
+- ``scene``: what the chapters share: the ``Scene`` they record ``Happening``s
+  on (what was sent, what came back, when), placing an order, the faults.
 - ``scenario``: the founding scenario, run like a real client with a fresh
-  customer's token, the provider scripted through its faults API; each step
-  records what it sent and what came back, when.
+  customer's token, the provider scripted through its faults API.
 - ``observe``: reads what the background work did (the notification, who settled
   the payment, the shipment), then the books and the audit.
 - ``late_success`` / ``late_observe``: the second chapter, and what became of
@@ -35,7 +36,8 @@ from storefront.story.late_success import late_success_run
 from storefront.story.narrate import story_narrate
 from storefront.story.observe import story_books, story_observe
 from storefront.story.report import StoryReport, StoryStep, StoryUnavailable, TallyRow
-from storefront.story.scenario import BACKGROUND_WAIT_S, GATEWAY_DELAY_S, Scene, scenario_run
+from storefront.story.scenario import BACKGROUND_WAIT_S, GATEWAY_DELAY_S, scenario_run
+from storefront.story.scene import Scene
 
 __all__ = [
     "BACKGROUND_WAIT_S",

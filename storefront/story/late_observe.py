@@ -21,7 +21,7 @@ from reconcile.services.refunds import refund_reconcile
 from storefront.story.late_success import LATE_BY_S, LateAttempt
 from storefront.story.observe import story_provider, wait_for
 from storefront.story.report import TallyRow
-from storefront.story.scenario import Role, Scene
+from storefront.story.scene import Role, Scene
 
 BY_THE_STORY = gettext_noop(
     "The reconciler takes an attempt once it is older than RECONCILE_AFTER_S "

@@ -21,7 +21,7 @@ from django.utils.translation import gettext
 
 from onceshop_client import RetryPolicy
 from storefront.story.report import StoryUnavailable
-from storefront.story.scenario import Role, Scene, place_order, provider_calm, script_faults
+from storefront.story.scene import Role, Scene, place_order, provider_calm, script_faults
 from storefront.story.wire import client, send
 
 # The payer confirms this long after the decline: long enough for the customer to

@@ -12,7 +12,7 @@ from django.utils.translation import gettext, gettext_noop
 
 from storefront.story.observe import Observed, Settler
 from storefront.story.report import StoryStep
-from storefront.story.scenario import Happening, Role
+from storefront.story.scene import Happening, Role
 
 # Who does what in the story (the actor of every happening), marked for translation.
 ACTORS = (

@@ -23,7 +23,7 @@ from payments.providers import ChargeStatus, ProviderOutcomeUnknown
 from payments.providers.sandbox import SandboxProvider
 from reconcile.audit import audit_run
 from storefront.story.report import TallyRow
-from storefront.story.scenario import Role, Scene
+from storefront.story.scene import Role, Scene
 
 POLL_S = 0.2
 

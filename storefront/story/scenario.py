@@ -2,34 +2,37 @@
 
 The scenario is a list of steps (``CHAPTERS``). Each one sends its requests
 through the project's client (``wire``, over HTTP) and records a ``Happening``
-per request: who, what was sent, the answer, and the second it was known. The
-narrator later sorts them all, with what the background work did, into one
-time line. Another chapter (``late_success``) builds on the same ``Scene``.
+per request on the ``Scene`` (``scene.py``): who, what was sent, the answer,
+and the second it was known. The second chapter (``late_success``) plays on
+the same scene.
 """
 
 from __future__ import annotations
 
-import enum
 import secrets
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.translation import gettext
 from rest_framework.authtoken.models import Token
 
-from onceshop_client import Line, OnceShopClient, Reply
+from onceshop_client import new_key
 from storefront.answers import Answer
 from storefront.story.report import StoryUnavailable
-from storefront.story.wire import client, send
+from storefront.story.scene import (
+    Role,
+    Scene,
+    place_order,
+    provider_calm,
+    script_faults,
+    short_key,
+)
+from storefront.story.wire import client
 
 # "The gateway retries the request three seconds later" (the reading).
 GATEWAY_DELAY_S = 3.0
@@ -41,110 +44,6 @@ PROVIDER_LATE_BY_S = 2.0
 # The scripted provider delay is capped by the sandbox (a fault delays at most 60 s).
 SANDBOX_MAX_DELAY_S = 60.0
 POLL_S = 0.05
-
-
-class Role(enum.Enum):
-    """What a happening was, so the narrator can tell it in the light of the others."""
-
-    SIGN_IN = "sign-in"
-    ORDER = "order"
-    SCRIPT = "script"
-    CLICK = "click"  # the first click, when it was sent
-    DOUBLE_CLICK = "double-click"
-    CLICK_ANSWER = "click-answer"  # the first click's answer, when it came back
-    GATEWAY_RETRY = "gateway-retry"
-    RELOAD = "reload"
-    NOTIFICATION = "notification"  # observed: the provider's notification arrived
-    SETTLED = "settled"  # observed: the payment was settled
-    SHIPPED = "shipped"  # observed: the order was fulfilled
-    # The second chapter (late_success.py): the provider succeeds after the shop gave up.
-    LATE_PAY = "late-pay"  # the pay the provider declines now
-    GIVE_UP = "give-up"  # the customer cancels the order
-    LATE_CAPTURE = "late-capture"  # observed: the provider captured after all
-    LATE_NOTIFICATION = "late-notification"  # observed: the shop heard of it
-    ORPHAN_BOOKED = "orphan-booked"  # observed: the capture booked as orphaned
-    ORPHAN_REFUNDED = "orphan-refunded"  # observed: its automatic refund settled
-
-
-@dataclass(frozen=True)
-class Happening:
-    at_s: float  # seconds after the story started
-    role: Role
-    actor: str
-    action: str
-    request: str = ""
-    answer: Answer | None = None
-    result: str = ""
-    why: str = ""
-
-
-@dataclass
-class Scene:
-    """The story's settings, and what its chapters have done so far."""
-
-    base_url: str
-    provider_url: str
-    operator: str
-    gateway_delay_s: float
-    wait_s: float
-    # Wall clock, not monotonic: rows the server wrote (a notification's received_at)
-    # are placed on the same time line. Same machine, same clock.
-    started: datetime = field(default_factory=timezone.now)
-    customer: str = ""
-    order_number: str = ""
-    pay_key: str = ""
-    product: dict[str, Any] = field(default_factory=dict)
-    token: str = ""  # the customer's API token
-    operator_token: str = ""  # the staff user's, for the provider's faults API
-    happenings: list[Happening] = field(default_factory=list)
-
-    def seconds(self, at: datetime | None = None) -> float:
-        return round(((at or timezone.now()) - self.started).total_seconds(), 2)
-
-    def record(
-        self,
-        role: Role,
-        actor: str,
-        action: str,
-        *,
-        request: str = "",
-        answer: Answer | None = None,
-        result: str = "",
-        why: str = "",
-        at_s: float | None = None,
-    ) -> None:
-        self.happenings.append(
-            Happening(
-                at_s=self.seconds() if at_s is None else at_s,
-                role=role,
-                actor=actor,
-                action=action,
-                request=request,
-                answer=answer,
-                result=result or (answer.summary if answer is not None else ""),
-                why=why,
-            )
-        )
-
-    def as_customer(self) -> OnceShopClient:
-        """A new client of the shop as the customer: one per thread."""
-        assert self.token, "sign_in runs first"
-        return client(self.base_url, token=self.token)
-
-    def ask(self, call: Callable[[], Reply[Any]]) -> Answer:
-        """One call of the shop through the client; its answer, final or not."""
-        return send(call, who="shop", where=self.base_url)
-
-    def to_provider(self, method: str, path: str, body: Any = None) -> Answer:
-        """One call of the provider's API as the staff operator (its faults)."""
-        provider = client(self.provider_url, token=self.operator_token)
-        return send(
-            lambda: provider.send(method, path, json=body), who="provider", where=self.provider_url
-        )
-
-
-def _short(key: str) -> str:
-    return f"{key[:8]}…"
 
 
 # --- the chapters -----------------------------------------------------------------------
@@ -176,28 +75,6 @@ def sign_in(scene: Scene) -> None:
     )
 
 
-def place_order(scene: Scene) -> str:
-    """One order of the cheapest product in stock; its number. Used by both chapters."""
-    key = str(uuid.uuid4())
-    product = scene.product
-    lines: list[Line] = [{"sku": product["sku"], "quantity": 1}]
-    me = scene.as_customer()
-    created = scene.ask(lambda: me.create_order(lines, key=key))
-    scene.record(
-        Role.ORDER,
-        "customer",
-        gettext("places an order for 1 x %(product)s") % {"product": product["name"]},
-        request=f"POST {reverse('order-list')} · Idempotency-Key {_short(key)}",
-        answer=created,
-        why=gettext("The checkout generated one key for this checkout intent."),
-    )
-    if created.status != 201:
-        raise StoryUnavailable(
-            gettext("The order was not created: %(answer)s.") % {"answer": created.summary}
-        )
-    return str(created.body["number"])
-
-
 def first_order(scene: Scene) -> None:
     scene.order_number = place_order(scene)
 
@@ -223,25 +100,12 @@ def script_provider(scene: Scene) -> None:
     )
 
 
-def script_faults(scene: Scene, *faults: dict[str, Any]) -> Answer:
-    """Clear the provider's faults, then arm these; the last answer."""
-    answers = [scene.to_provider("DELETE", "/v1/faults")]
-    answers += [scene.to_provider("POST", "/v1/faults", fault) for fault in faults]
-    failed = next((answer for answer in answers if not answer.ok), None)
-    if failed is not None:
-        raise StoryUnavailable(
-            gettext("The provider's faults could not be set: %(answer)s.")
-            % {"answer": failed.summary}
-        )
-    return answers[-1]
-
-
 def pay_twice_then_gateway(scene: Scene) -> None:
     me = scene.as_customer()
     number = scene.order_number
     path = reverse("order-pay", kwargs={"number": number})
-    key = scene.pay_key = str(uuid.uuid4())
-    request = f"POST {path} · Idempotency-Key {_short(key)}"
+    key = scene.pay_key = new_key()
+    request = f"POST {path} · Idempotency-Key {short_key(key)}"
 
     first: list[Answer] = []
     # Its own client: the first click waits in another thread.
@@ -310,12 +174,6 @@ def scenario_run(scene: Scene) -> None:
             chapter(scene)
     finally:
         provider_calm(scene)
-
-
-def provider_calm(scene: Scene) -> None:
-    """Leave the provider well-behaved (no fault armed), if the story got that far."""
-    if scene.operator_token:
-        scene.to_provider("DELETE", "/v1/faults")
 
 
 # --- what the chapters need ---------------------------------------------------------------
