@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.core.management import call_command
 from django.test import Client
 from django.utils import translation
 
@@ -23,7 +22,9 @@ from storefront.templatetags.storefront import money
 from tests.conftest import client_for, new_key
 from tests.factories import UserFactory
 from tests.i18n_text import chinese_texts, english_phrases, marked_strings, visible_text
-from tests.storefront.test_links import crawl
+
+# demo_shop: seeded, staff, one order (the link crawler's own set-up, used by name).
+from tests.storefront.test_links import crawl, demo_shop  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -55,19 +56,8 @@ def test_the_string_finder_finds_what_the_templates_and_code_mark():
     assert "Checkout form expired" in found  # gettext_noop(), shown translated
 
 
-@pytest.fixture
-def demo_shop(demo_mode: None) -> Any:
-    """Seeded, with an order, a paid and refunded one's worth of pages to crawl."""
-    call_command("seed_demo", stdout=None)
-    staff = UserFactory._meta.model.objects.get(username="staff")
-    created = client_for(staff).post(
-        "/api/v1/orders/",
-        {"lines": [{"sku": "PEN-BRUSH", "quantity": 1}]},
-        format="json",
-        headers={"Idempotency-Key": new_key()},
-    )
-    assert created.status_code == 201
-    return staff
+def _staff() -> Any:
+    return UserFactory._meta.model.objects.get(username="staff")
 
 
 def _pages(user: Any, language: str) -> dict[str, str]:
@@ -82,8 +72,9 @@ def _pages(user: Any, language: str) -> dict[str, str]:
     return pages
 
 
-def test_every_page_in_chinese_has_no_english_sentence(demo_shop):
-    pages = _pages(demo_shop, CHINESE)
+@pytest.mark.usefixtures("demo_shop")
+def test_every_page_in_chinese_has_no_english_sentence():
+    pages = _pages(_staff(), CHINESE)
 
     assert {"/", "/orders/", "/books/", "/how-it-works/", "/chaos/", "/problems/"} <= set(pages)
     for path, html in pages.items():
@@ -92,8 +83,9 @@ def test_every_page_in_chinese_has_no_english_sentence(demo_shop):
         assert not english_phrases(texts), (path, english_phrases(texts))
 
 
-def test_every_page_in_english_has_no_chinese(demo_shop):
-    pages = _pages(demo_shop, "en-US,en;q=0.9")
+@pytest.mark.usefixtures("demo_shop")
+def test_every_page_in_english_has_no_chinese():
+    pages = _pages(_staff(), "en-US,en;q=0.9")
 
     assert "/chaos/" in pages
     for path, html in pages.items():
@@ -102,8 +94,9 @@ def test_every_page_in_english_has_no_chinese(demo_shop):
         assert not chinese_texts(texts), (path, chinese_texts(texts))
 
 
-def test_every_shop_page_carries_the_language_switcher(demo_shop):
-    pages = _pages(demo_shop, CHINESE)
+@pytest.mark.usefixtures("demo_shop")
+def test_every_shop_page_carries_the_language_switcher():
+    pages = _pages(_staff(), CHINESE)
 
     shop_pages = {path: html for path, html in pages.items() if not path.startswith("/problems/")}
     assert shop_pages
