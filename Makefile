@@ -15,9 +15,9 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install lock demo story audit reconcile shell test lint format bench lab clean
+.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab clean
 
-install: $(STAMP)
+install: $(STAMP) messages
 
 # Re-runs only when the lock changed since the last install. Nothing is resolved
 # here: pip installs the pinned files and refuses any whose hash differs.
@@ -25,6 +25,11 @@ $(STAMP): $(DEV_LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(DEV_LOCK)
 	touch $(STAMP)
+
+# The demo's translations (locale/): compiled to .mo in pure Python, so no GNU
+# gettext is needed; only the catalogues that changed are rewritten.
+messages: $(STAMP)
+	$(PY) -m config.i18n
 
 # The one command that refreshes both lock files: the newest versions pyproject.toml
 # allows, for Python 3.11 and 3.12 on every platform. Commit the result.

@@ -1,5 +1,7 @@
 """Errors of the notification endpoint (codes are part of the public contract)."""
 
+from django.utils.translation import gettext_noop
+
 from config.errors import ApplicationError
 
 
@@ -7,7 +9,7 @@ class SignatureInvalid(ApplicationError):
     """Missing, forged, or stale signature: nothing is stored, nothing is applied."""
 
     code = "signature-invalid"
-    title = "Signature invalid"
+    title = gettext_noop("Signature invalid")
     default_detail = "The Sandbox-Signature header does not verify this body."
 
 
@@ -15,7 +17,7 @@ class CallbackMalformed(ApplicationError):
     """Signed correctly, but not a notification we can read."""
 
     code = "callback-malformed"
-    title = "Malformed notification"
+    title = gettext_noop("Malformed notification")
     default_detail = "The notification body is not valid."
 
 
@@ -24,7 +26,7 @@ class CallbackMismatch(ApplicationError):
 
     status = 422
     code = "callback-mismatch"
-    title = "Notification does not match the payment"
+    title = gettext_noop("Notification does not match the payment")
     default_detail = "Amount or currency differ from the payment attempt; nothing was applied."
 
 
@@ -33,5 +35,5 @@ class CallbackUnknownPayment(ApplicationError):
 
     status = 422
     code = "callback-unknown-payment"
-    title = "Unknown payment"
+    title = gettext_noop("Unknown payment")
     default_detail = "No payment attempt has this out_trade_no; nothing was applied."

@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
 from django.http import Http404, HttpResponse, JsonResponse
+from django.utils.translation import gettext_noop
 from psycopg import errors as pg_errors
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -35,7 +36,7 @@ class ApplicationError(Exception):
 
     status: int = 400
     code: str = "bad-request"
-    title: str = "Bad request"
+    title: str = gettext_noop("Bad request")
     default_detail: str = "The request could not be processed."
     final: bool = False
 
@@ -55,7 +56,7 @@ class ValidationFailed(ApplicationError):
     """The body or a parameter is not acceptable; nothing was attempted."""
 
     code = "validation-error"
-    title = "Invalid request"
+    title = gettext_noop("Invalid request")
     default_detail = "The request body is not valid."
 
 
@@ -64,7 +65,7 @@ class PayloadTooLarge(ApplicationError):
 
     status = 413
     code = "payload-too-large"
-    title = "Payload too large"
+    title = gettext_noop("Payload too large")
     default_detail = "The request body is larger than the server accepts."
 
 
@@ -73,7 +74,7 @@ class TooManyRequests(ApplicationError):
 
     status = 429
     code = "throttled"
-    title = "Too many requests"
+    title = gettext_noop("Too many requests")
     default_detail = "Too many requests; retry after the Retry-After."
 
     def __init__(self, detail: str | None = None, *, retry_after: float, **extra: Any) -> None:
@@ -86,7 +87,7 @@ class LengthRequired(ApplicationError):
 
     status = 411
     code = "length-required"
-    title = "Length required"
+    title = gettext_noop("Length required")
     default_detail = "Send the request body with a Content-Length header."
 
 
@@ -95,7 +96,7 @@ class LockTimeout(ApplicationError):
 
     status = 503
     code = "lock-timeout"
-    title = "Busy, try again"
+    title = gettext_noop("Busy, try again")
     default_detail = "The resource is busy; retry with the same Idempotency-Key."
 
     def __init__(self, detail: str | None = None, **extra: Any) -> None:
@@ -108,7 +109,7 @@ class ConcurrentUpdate(ApplicationError):
 
     status = 409
     code = "concurrent-update"
-    title = "Concurrent update"
+    title = gettext_noop("Concurrent update")
     default_detail = "A concurrent request changed the same data; retry with the same key."
 
     def __init__(self, detail: str | None = None, **extra: Any) -> None:
@@ -121,7 +122,7 @@ class InternalError(ApplicationError):
 
     status = 500
     code = "internal-error"
-    title = "Internal error"
+    title = gettext_noop("Internal error")
     default_detail = "Something went wrong; retry with the same Idempotency-Key."
 
 

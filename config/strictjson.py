@@ -27,6 +27,7 @@ import math
 import re
 from typing import Any
 
+from django.utils.translation import gettext_noop
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 
@@ -47,7 +48,7 @@ class MalformedJson(ApplicationError):
     """The body is not UTF-8 JSON text (syntax, encoding, lone surrogates, huge integers)."""
 
     code = "malformed-json"
-    title = "Malformed JSON"
+    title = gettext_noop("Malformed JSON")
     default_detail = "The request body is not valid UTF-8 JSON."
 
 
@@ -55,7 +56,7 @@ class JsonTooDeep(ApplicationError):
     """Arrays and objects nested deeper than ``MAX_JSON_DEPTH``."""
 
     code = "json-too-deep"
-    title = "JSON nested too deep"
+    title = gettext_noop("JSON nested too deep")
     default_detail = f"The request body nests arrays or objects deeper than {MAX_JSON_DEPTH}."
 
 
@@ -63,7 +64,7 @@ class JsonNumberNotFinite(ApplicationError):
     """``NaN``, ``Infinity``, or a number too large for a double (``1e400``)."""
 
     code = "json-number-not-finite"
-    title = "JSON number not finite"
+    title = gettext_noop("JSON number not finite")
     default_detail = "The request body holds NaN, Infinity or a number too large to represent."
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
+from django.utils.translation import gettext_noop
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -71,7 +72,7 @@ class LoginThrottled(TooManyRequests):
     """Too many login attempts from this address or for this username: try later."""
 
     code = "login-throttled"
-    title = "Too many login attempts"
+    title = gettext_noop("Too many login attempts")
     default_detail = "Too many login attempts; wait before trying again."
 
 

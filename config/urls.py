@@ -29,6 +29,8 @@ urlpatterns = [
     path("problems/<slug:code>", problem_detail, name="problem"),
     # Browsers ask for it on every page the icon link does not cover (admin, Swagger).
     path("favicon.ico", RedirectView.as_view(url=static("storefront/favicon.svg"))),
+    # The language switcher posts here (Django's set_language: a remembered cookie).
+    path("i18n/", include("django.conf.urls.i18n")),
     path("", include("storefront.urls")),
 ]
 

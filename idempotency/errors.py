@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from config.errors import ApplicationError, TooManyRequests
 
 
@@ -9,7 +11,7 @@ class IdempotencyKeyMissing(ApplicationError):
     """The unsafe request carries no Idempotency-Key header."""
 
     code = "idempotency-key-missing"
-    title = "Idempotency-Key required"
+    title = gettext_noop("Idempotency-Key required")
     default_detail = "This request changes money or stock: send an Idempotency-Key header."
 
 
@@ -17,7 +19,7 @@ class IdempotencyKeyInvalid(ApplicationError):
     """The header is not 1-255 characters from A-Z a-z 0-9 - _ . : ~ (bare or sf-string)."""
 
     code = "idempotency-key-invalid"
-    title = "Idempotency-Key malformed"
+    title = gettext_noop("Idempotency-Key malformed")
     default_detail = (
         "The Idempotency-Key must be 1-255 characters from A-Z a-z 0-9 - _ . : ~, "
         'bare or as a quoted string ("...").'
@@ -29,7 +31,7 @@ class IdempotencyKeyInUse(ApplicationError):
 
     status = 409
     code = "idempotency-key-in-use"
-    title = "Request in progress"
+    title = gettext_noop("Request in progress")
     default_detail = "A request with this Idempotency-Key is in progress; retry shortly."
 
     def __init__(self, detail: str | None = None, **extra: Any) -> None:
@@ -44,7 +46,7 @@ class IdempotencyKeyMismatch(ApplicationError):
 
     status = 422
     code = "idempotency-key-mismatch"
-    title = "Idempotency-Key reused with a different request"
+    title = gettext_noop("Idempotency-Key reused with a different request")
     default_detail = (
         "This Idempotency-Key was already used for a different request; "
         "use a new key for a new request."
@@ -64,5 +66,5 @@ class IdempotencyKeyQuota(TooManyRequests):
     """
 
     code = "idempotency-key-quota"
-    title = "Idempotency-Key quota reached"
+    title = gettext_noop("Idempotency-Key quota reached")
     default_detail = "Too many new Idempotency-Keys this hour; retry after the Retry-After."

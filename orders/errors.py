@@ -1,5 +1,7 @@
 """Errors of the catalogue and of orders (codes are part of the public contract)."""
 
+from django.utils.translation import gettext_noop
+
 from config.errors import ApplicationError
 
 
@@ -8,7 +10,7 @@ class OutOfStock(ApplicationError):
 
     status = 409
     code = "out-of-stock"
-    title = "Out of stock"
+    title = gettext_noop("Out of stock")
     default_detail = "Not enough stock for one of the lines; nothing was reserved."
     final = True
 
@@ -17,7 +19,7 @@ class UnknownSku(ApplicationError):
     """A line names a product that does not exist. Bad input: nothing is stored."""
 
     code = "unknown-sku"
-    title = "Unknown SKU"
+    title = gettext_noop("Unknown SKU")
     default_detail = "One or more lines name a product that does not exist."
 
 
@@ -25,7 +27,7 @@ class MixedCurrencies(ApplicationError):
     """An order is paid in one currency; its products must share it."""
 
     code = "mixed-currencies"
-    title = "Mixed currencies"
+    title = gettext_noop("Mixed currencies")
     default_detail = "All products of one order must be priced in the same currency."
 
 
@@ -34,7 +36,7 @@ class OrderAmountOutOfRange(ApplicationError):
     ``ORDER_MAX_AMOUNT``. Bad input: refused before anything is stored."""
 
     code = "order-amount-out-of-range"
-    title = "Order amount out of range"
+    title = gettext_noop("Order amount out of range")
     default_detail = "The order's total must be between min_amount and max_amount."
 
 
@@ -47,7 +49,7 @@ class OrderKeyReused(ApplicationError):
 
     status = 409
     code = "idempotency-key-reused"
-    title = "Idempotency-Key already used"
+    title = gettext_noop("Idempotency-Key already used")
     default_detail = (
         "This Idempotency-Key already created an order and its record has expired; "
         "use a new key for a new order."
@@ -60,7 +62,7 @@ class SkuExists(ApplicationError):
 
     status = 409
     code = "sku-exists"
-    title = "SKU exists"
+    title = gettext_noop("SKU exists")
     default_detail = "A product with this SKU exists already."
 
 
@@ -69,7 +71,7 @@ class OrderNotCancellable(ApplicationError):
 
     status = 409
     code = "order-not-cancellable"
-    title = "Order not cancellable"
+    title = gettext_noop("Order not cancellable")
     default_detail = "Only an unpaid order without a payment in progress can be cancelled."
     final = True
 
@@ -83,5 +85,5 @@ class TooManyOpenOrders(ApplicationError):
 
     status = 409
     code = "too-many-open-orders"
-    title = "Too many open orders"
+    title = gettext_noop("Too many open orders")
     default_detail = "Pay, cancel or wait out one of your unpaid orders first."

@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from config.errors import ApplicationError
 
 
@@ -10,7 +12,7 @@ class OrderNotPayable(ApplicationError):
 
     status = 409
     code = "order-not-payable"
-    title = "Order not payable"
+    title = gettext_noop("Order not payable")
     default_detail = "This order cannot be paid now."
     final = True
 
@@ -20,7 +22,7 @@ class PaymentDeclined(ApplicationError):
 
     status = 402
     code = "payment-declined"
-    title = "Payment declined"
+    title = gettext_noop("Payment declined")
     default_detail = "The payment was declined; the order can be paid again with a new key."
     final = True
 
@@ -30,7 +32,7 @@ class PaymentFailed(ApplicationError):
 
     status = 402
     code = "payment-failed"
-    title = "Payment failed"
+    title = gettext_noop("Payment failed")
     default_detail = (
         "The payment did not go through and was closed at the provider; "
         "the order can be paid again with a new key."
@@ -58,7 +60,7 @@ class PaymentOutcomeUnknown(_OutcomeUnknown):
     """
 
     code = "payment-outcome-unknown"
-    title = "Payment outcome unknown"
+    title = gettext_noop("Payment outcome unknown")
     default_detail = (
         "The payment provider did not answer in time; we do not know yet whether you "
         "were charged. Retry with the same Idempotency-Key: you will not be charged twice."
@@ -73,7 +75,7 @@ class OrderNotRefundable(ApplicationError):
 
     status = 409
     code = "order-not-refundable"
-    title = "Order not refundable"
+    title = gettext_noop("Order not refundable")
     default_detail = "This order cannot be refunded now."
     final = True
 
@@ -83,7 +85,7 @@ class RefundExceedsPaid(ApplicationError):
 
     status = 409
     code = "refund-exceeds-paid"
-    title = "Refund exceeds what was paid"
+    title = gettext_noop("Refund exceeds what was paid")
     default_detail = "The refund is larger than what is left to refund of this order."
     final = True
 
@@ -93,7 +95,7 @@ class RefundDeclined(ApplicationError):
 
     status = 402
     code = "refund-declined"
-    title = "Refund declined"
+    title = gettext_noop("Refund declined")
     default_detail = "The provider declined the refund; nothing was given back."
     final = True
 
@@ -106,7 +108,7 @@ class RefundOutcomeUnknown(_OutcomeUnknown):
     """
 
     code = "refund-outcome-unknown"
-    title = "Refund outcome unknown"
+    title = gettext_noop("Refund outcome unknown")
     default_detail = (
         "The payment provider did not answer in time; we do not know yet whether the "
         "refund went through. Retry with the same Idempotency-Key: it is never made twice."

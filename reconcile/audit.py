@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.utils import timezone
+from django.utils.translation import gettext_noop as _
 
 from payments.providers import PaymentProvider, get_provider
 from reconcile.checks import (
@@ -35,21 +36,22 @@ from reconcile.findings import AuditReport, Finding, SummaryRow
 
 __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
 
-# Every check, in the order the summary lists them.
+# Every check, in the order the summary lists them. Titles are marked for the demo
+# pages, which show them translated; the audit itself prints them as written.
 CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
-    ("orders: PAID = one SUCCEEDED payment + one capture", books.paid_orders),
-    ("orders: amount = sum of its lines", amounts.order_amounts),
-    ("ledger: captures match PAID orders and payments", books.ledger),
-    ("payments: none left unsettled", books.unsettled_payments),
-    ("refunds: within the capture; REFUNDED = all of it", refunds.orders),
-    ("refunds: booked, settled; orphaned captures refunded", refunds.refund_attempts),
-    ("notifications: none left unresolved", refunds.notifications),
-    ("inventory: stock = movements = received - held", inventory.products),
-    ("inventory: each order's movements match its lines", inventory.order_movements),
-    ("records: each points at what it made, once", records.finished_records),
-    ("records: none stuck in progress", records.unfinished_records),
-    ("shipments: one per PAID order", books.shipments),
-    ("provider: charges and net debits match the ledger", wallets.payers),
+    (_("orders: PAID = one SUCCEEDED payment + one capture"), books.paid_orders),
+    (_("orders: amount = sum of its lines"), amounts.order_amounts),
+    (_("ledger: captures match PAID orders and payments"), books.ledger),
+    (_("payments: none left unsettled"), books.unsettled_payments),
+    (_("refunds: within the capture; REFUNDED = all of it"), refunds.orders),
+    (_("refunds: booked, settled; orphaned captures refunded"), refunds.refund_attempts),
+    (_("notifications: none left unresolved"), refunds.notifications),
+    (_("inventory: stock = movements = received - held"), inventory.products),
+    (_("inventory: each order's movements match its lines"), inventory.order_movements),
+    (_("records: each points at what it made, once"), records.finished_records),
+    (_("records: none stuck in progress"), records.unfinished_records),
+    (_("shipments: one per PAID order"), books.shipments),
+    (_("provider: charges and net debits match the ledger"), wallets.payers),
 ]
 
 

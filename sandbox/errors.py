@@ -6,6 +6,8 @@ the shop's, and shares only the problem+json base and handler.
 
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from config.errors import ApplicationError
 
 
@@ -14,7 +16,7 @@ class MerchantUnauthorized(ApplicationError):
 
     status = 401
     code = "merchant-unauthorized"
-    title = "Merchant unauthorized"
+    title = gettext_noop("Merchant unauthorized")
     default_detail = "Send Authorization: Bearer <merchant key>."
 
     def __init__(self, detail: str | None = None, **extra: Any) -> None:
@@ -27,7 +29,7 @@ class IdempotencyKeyMissing(ApplicationError):
     """A charge or refund was requested without an Idempotency-Key header."""
 
     code = "idempotency-key-missing"
-    title = "Idempotency-Key required"
+    title = gettext_noop("Idempotency-Key required")
     default_detail = "Charges and refunds move money: send an Idempotency-Key header."
 
 
@@ -35,7 +37,7 @@ class IdempotencyKeyInvalid(ApplicationError):
     """The header is not 1-255 characters from A-Z a-z 0-9 - _ . : ~."""
 
     code = "idempotency-key-invalid"
-    title = "Idempotency-Key malformed"
+    title = gettext_noop("Idempotency-Key malformed")
     default_detail = "The Idempotency-Key must be 1-255 characters from A-Z a-z 0-9 - _ . : ~."
 
 
@@ -44,7 +46,7 @@ class IdempotencyKeyMismatch(ApplicationError):
 
     status = 422
     code = "idempotency-key-mismatch"
-    title = "Idempotency-Key reused with a different request"
+    title = gettext_noop("Idempotency-Key reused with a different request")
     default_detail = "This Idempotency-Key was already used for a different request."
 
 
@@ -53,7 +55,7 @@ class OutTradeNoMismatch(ApplicationError):
 
     status = 422
     code = "out-trade-no-mismatch"
-    title = "out_trade_no reused with different terms"
+    title = gettext_noop("out_trade_no reused with different terms")
     default_detail = (
         "A charge with this out_trade_no exists with a different amount, currency or payer."
     )
@@ -64,7 +66,7 @@ class OutRefundNoMismatch(ApplicationError):
 
     status = 422
     code = "out-refund-no-mismatch"
-    title = "out_refund_no reused with different terms"
+    title = gettext_noop("out_refund_no reused with different terms")
     default_detail = (
         "A refund with this out_refund_no exists for a different out_trade_no or amount."
     )
@@ -75,7 +77,7 @@ class RefundNotFound(ApplicationError):
 
     status = 404
     code = "refund-not-found"
-    title = "Refund not found"
+    title = gettext_noop("Refund not found")
     default_detail = "No refund exists for this out_refund_no."
 
 
@@ -84,7 +86,7 @@ class ChargeNotFound(ApplicationError):
 
     status = 404
     code = "charge-not-found"
-    title = "Charge not found"
+    title = gettext_noop("Charge not found")
     default_detail = "No charge exists for this out_trade_no."
 
 
@@ -98,7 +100,7 @@ class ChargeAlreadySucceeded(ApplicationError):
 
     status = 409
     code = "charge-already-succeeded"
-    title = "Charge already succeeded"
+    title = gettext_noop("Charge already succeeded")
     default_detail = "The charge for this out_trade_no succeeded; it cannot be closed."
 
 
@@ -107,7 +109,7 @@ class WalletNotFound(ApplicationError):
 
     status = 404
     code = "wallet-not-found"
-    title = "Wallet not found"
+    title = gettext_noop("Wallet not found")
     default_detail = "No wallet exists for this payer."
 
 
@@ -120,7 +122,7 @@ class ProviderError(ApplicationError):
 
     status = 500
     code = "provider-error"
-    title = "Provider error"
+    title = gettext_noop("Provider error")
     default_detail = (
         "The provider failed to answer; the charge or refund may or may not have happened."
     )

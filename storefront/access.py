@@ -21,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext
 
 from orders.management.commands.seed_demo import DEMO_USERS
 
@@ -63,14 +64,19 @@ def chaos_required(view: ViewFunc) -> ViewFunc:
         if not settings.DEMO_MODE:
             return refused(
                 request,
-                "The chaos panel exists only in demo mode (DEMO_MODE=true, as `make demo` "
-                "sets it). A real deployment never lets a visitor script failures.",
+                gettext(
+                    "The chaos panel exists only in demo mode (DEMO_MODE=true, as `make demo` "
+                    "sets it). A real deployment never lets a visitor script failures."
+                ),
             )
         if not may_use_chaos(request.user):
             return refused(
                 request,
-                "The chaos panel is for staff and the demo users "
-                f"({', '.join(sorted(DEMO_USERNAMES))}). Log in as one of them.",
+                gettext(
+                    "The chaos panel is for staff and the demo users (%(users)s). Log in as "
+                    "one of them."
+                )
+                % {"users": ", ".join(sorted(DEMO_USERNAMES))},
             )
         return view(request, *args, **kwargs)
 
@@ -83,7 +89,7 @@ def staff_required(view: ViewFunc) -> ViewFunc:
     @wraps(view)
     def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_staff(request.user):
-            return refused(request, "Only staff may do this. Log in as the staff user.")
+            return refused(request, gettext("Only staff may do this. Log in as the staff user."))
         return view(request, *args, **kwargs)
 
     return cast(ViewFunc, guarded)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
+from django.utils.translation import gettext, gettext_noop
+
 from config.errors import ApplicationError, ConcurrentUpdate, InternalError, LockTimeout
 from idempotency.core import Outcome
 from idempotency.drf import REPLAYED_HEADER
@@ -56,59 +58,79 @@ STORED_ERRORS = frozenset(
     if cls.final
 )
 
+# Marked, not translated here: ``why`` translates into the language of the page.
 _WHY: dict[str, str] = {
-    IdempotencyKeyInUse.code: (
+    IdempotencyKeyInUse.code: gettext_noop(
         "Another request with this key (an earlier click, or one sent at the same moment "
         "that got there first) is still running, so nothing new was started. Retrying "
         "with the same key."
     ),
-    PaymentOutcomeUnknown.code: (
+    PaymentOutcomeUnknown.code: gettext_noop(
         "The provider did not answer in time: nobody knows yet whether the charge happened. "
         "Retrying with the same key, which asks the provider first, so you are never "
         "charged twice."
     ),
-    LockTimeout.code: "The order was busy; nothing changed. Retrying with the same key.",
-    ConcurrentUpdate.code: (
+    LockTimeout.code: gettext_noop(
+        "The order was busy; nothing changed. Retrying with the same key."
+    ),
+    ConcurrentUpdate.code: gettext_noop(
         "A concurrent request changed the same rows; this one was rolled back. "
         "Retrying with the same key."
     ),
-    InternalError.code: (
+    InternalError.code: gettext_noop(
         "Something failed half-way and was rolled back to the last recovery point. "
         "Retrying with the same key resumes there."
     ),
-    IdempotencyKeyMismatch.code: (
+    IdempotencyKeyMismatch.code: gettext_noop(
         "This key was already used for a different request; the first one stands and "
         "nothing new happened. A different request needs a new key."
     ),
-    IdempotencyKeyInvalid.code: (
+    IdempotencyKeyInvalid.code: gettext_noop(
         "The key was altered: it is not 1-255 characters from A-Z a-z 0-9 - _ . : ~. "
         "Nothing was attempted; reload the page for a fresh key."
     ),
-    IdempotencyKeyMissing.code: "No key was sent, so nothing was attempted.",
-    OutOfStock.code: (
+    IdempotencyKeyMissing.code: gettext_noop("No key was sent, so nothing was attempted."),
+    OutOfStock.code: gettext_noop(
         "Not enough stock, and nothing was reserved. This answer is stored: the same key "
         "gets it again. Change the basket and order again (that is a new key)."
     ),
-    UnknownSku.code: "A product in the basket no longer exists; nothing was stored.",
-    OrderKeyReused.code: "This key made an order long ago (its record expired); use a new key.",
-    OrderNotPayable.code: (
+    UnknownSku.code: gettext_noop("A product in the basket no longer exists; nothing was stored."),
+    OrderKeyReused.code: gettext_noop(
+        "This key made an order long ago (its record expired); use a new key."
+    ),
+    OrderNotPayable.code: gettext_noop(
         "The order is already paid, cancelled, or has a payment in progress: nothing was "
         "charged. This answer is stored for the key."
     ),
-    PaymentDeclined.code: (
+    PaymentDeclined.code: gettext_noop(
         "The provider declined the charge. Stored for this key; paying again is a new "
         "attempt with a new key (the page makes one)."
     ),
-    PaymentFailed.code: (
+    PaymentFailed.code: gettext_noop(
         "Reconciliation found no charge and closed the attempt at the provider. "
         "Paying again is a new attempt with a new key."
     ),
     CheckoutTokenInvalid.code: CheckoutTokenInvalid.default_detail,
-    CheckoutUnavailable.code: "Redis does not answer, so no checkout can be checked; try later.",
-    "validation-error": "The form has errors; nothing was attempted and nothing was stored.",
-    "not-found": "No such order of yours; nothing was attempted.",
-    "not-authenticated": "Your session has ended: log in again. Nothing was attempted.",
-    "throttled": "Too many requests; nothing was attempted. Wait and try again.",
+    CheckoutUnavailable.code: gettext_noop(
+        "Redis does not answer, so no checkout can be checked; try later."
+    ),
+    "validation-error": gettext_noop(
+        "The form has errors; nothing was attempted and nothing was stored."
+    ),
+    "not-found": gettext_noop("No such order of yours; nothing was attempted."),
+    "not-authenticated": gettext_noop(
+        "Your session has ended: log in again. Nothing was attempted."
+    ),
+    "throttled": gettext_noop("Too many requests; nothing was attempted. Wait and try again."),
+}
+
+
+# The freshness of an answer in the reader's words (its value stays English: the
+# pages' styles and the pay script key on it).
+_FRESHNESS_WORDS = {
+    "replayed": gettext_noop("replayed"),
+    "fresh": gettext_noop("fresh"),
+    "not stored": gettext_noop("not stored"),
 }
 
 
@@ -195,20 +217,25 @@ class Answer:
     def summary(self) -> str:
         """One line: ``503 payment-outcome-unknown, fresh``, ``201 Created, fresh``."""
         what = self.code or status_phrase(self.status)
-        return f"{self.status} {what}, {self.freshness}"
+        return f"{self.status} {what}, {gettext(_FRESHNESS_WORDS[self.freshness])}"
 
     @property
     def why(self) -> str:
         if self.ok:
             if self.replayed:
-                return (
+                return gettext(
                     "Nothing ran again: this is the stored answer of the first request with "
                     "this key (Idempotent-Replayed: true)."
                 )
-            return "The action ran now; its answer is stored under this key for every retry."
-        why = _WHY.get(self.code) or self.detail or "The request failed."
+            return gettext(
+                "The action ran now; its answer is stored under this key for every retry."
+            )
+        known = _WHY.get(self.code)
+        why = gettext(known) if known else self.detail or gettext("The request failed.")
         if self.replayed:
-            return f"The stored answer of the first request with this key, replayed. {why}"
+            return gettext(
+                "The stored answer of the first request with this key, replayed. %(why)s"
+            ) % {"why": why}
         return why
 
     def as_json(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import requests
 from django.conf import settings
 from django.db.models import BigIntegerField, Case, Count, F, Max, Q, Sum, When
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
@@ -209,7 +210,13 @@ def _wallets() -> list[WalletRow]:
             wallet = provider_wallet(payer)
         except (requests.RequestException, ValueError) as error:
             rows.append(
-                WalletRow(payer, shop_total, None, None, f"provider: {type(error).__name__}")
+                WalletRow(
+                    payer,
+                    shop_total,
+                    None,
+                    None,
+                    gettext("provider: %(error)s") % {"error": type(error).__name__},
+                )
             )
             continue
         if wallet is None:
@@ -228,13 +235,14 @@ def waiting_for_reconciliation(*, limit: int = MAX_WAITING) -> tuple[list[Waitin
         "created_at"
     )
     items = [
-        Waiting("payment", payment.out_trade_no, payment.status, payment.updated_at)
+        Waiting(gettext("payment"), payment.out_trade_no, payment.status, payment.updated_at)
         for payment in payments[:limit]
     ] + [
         Waiting(
-            "request",
+            gettext("request"),
             f"{record.method} {record.path}",
-            f"at '{record.recovery_point}'" + (" (running)" if record.locked_at else ""),
+            (gettext("at '%(point)s' (running)") if record.locked_at else gettext("at '%(point)s'"))
+            % {"point": record.recovery_point},
             record.locked_at or record.created_at,
         )
         for record in records[:limit]
@@ -253,12 +261,14 @@ def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Boo
         payments[row["status"]] = row["n"]
     waiting, waiting_count = waiting_for_reconciliation()
     audit, audit_error = None, ""
-    audit_note = "" if with_audit else "The audit was not run for this view."
+    audit_note = "" if with_audit else gettext("The audit was not run for this view.")
     if with_audit:
         try:
             audit = audit_run()
         except Exception as error:  # shown in words on the page; the page still renders
-            audit_error = f"The audit could not run: {type(error).__name__}: {error}"
+            audit_error = gettext("The audit could not run: %(error)s") % {
+                "error": f"{type(error).__name__}: {error}"
+            }
     return Books(
         at=now,
         orders=orders,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_noop
 from rest_framework.authtoken.models import Token
 
 from config import demo
@@ -41,67 +42,81 @@ class FaultMode:
 FAULT_MODES = (
     FaultMode(
         Fault.Mode.DECLINE,
-        "Decline",
-        "The provider declines: 402 payment-declined, stored and replayed for that key; "
-        "nothing is charged, and paying again (a new key) works.",
+        gettext_noop("Decline"),
+        gettext_noop(
+            "The provider declines: 402 payment-declined, stored and replayed for that key; "
+            "nothing is charged, and paying again (a new key) works."
+        ),
     ),
     FaultMode(
         Fault.Mode.ERROR_BEFORE_COMMIT,
-        "Error before commit",
-        "The provider fails with 500 and charges nothing: the shop answers 503 "
-        "payment-outcome-unknown, and the same-key retry asks, finds nothing, and charges once.",
+        gettext_noop("Error before commit"),
+        gettext_noop(
+            "The provider fails with 500 and charges nothing: the shop answers 503 "
+            "payment-outcome-unknown, and the same-key retry asks, finds nothing, and charges once."
+        ),
     ),
     FaultMode(
         Fault.Mode.ERROR_AFTER_COMMIT,
-        "Error after commit",
-        "The provider charges, then fails with 500: 503 unknown, and the same-key retry finds "
-        "the charge instead of making a second one.",
+        gettext_noop("Error after commit"),
+        gettext_noop(
+            "The provider charges, then fails with 500: 503 unknown, and the same-key retry finds "
+            "the charge instead of making a second one."
+        ),
     ),
     FaultMode(
         Fault.Mode.TIMEOUT_AFTER_COMMIT,
-        "Timeout after commit",
-        "The provider charges but answers after the shop stopped waiting: 503 unknown, then "
-        "the same-key retry (or the reconciler) settles it as PAID, with one debit.",
+        gettext_noop("Timeout after commit"),
+        gettext_noop(
+            "The provider charges but answers after the shop stopped waiting: 503 unknown, then "
+            "the same-key retry (or the reconciler) settles it as PAID, with one debit."
+        ),
         takes_delay=True,
     ),
     FaultMode(
         Fault.Mode.CALLBACK_DUPLICATES,
-        "Duplicate callbacks",
-        "The provider sends its notification several times: the first is applied (or found "
-        "already applied), every copy gets the same answer, nothing changes twice.",
+        gettext_noop("Duplicate callbacks"),
+        gettext_noop(
+            "The provider sends its notification several times: the first is applied (or found "
+            "already applied), every copy gets the same answer, nothing changes twice."
+        ),
         takes_copies=True,
     ),
     FaultMode(
         Fault.Mode.CALLBACK_SHUFFLE,
-        "Shuffled callbacks",
-        "Copies arrive late and out of order: states never move backwards.",
+        gettext_noop("Shuffled callbacks"),
+        gettext_noop("Copies arrive late and out of order: states never move backwards."),
         takes_copies=True,
     ),
     FaultMode(
         Fault.Mode.CALLBACK_DROP,
-        "Dropped callback",
-        "No notification at all: the pay answer (or the reconciler) settles the payment alone.",
+        gettext_noop("Dropped callback"),
+        gettext_noop(
+            "No notification at all: the pay answer (or the reconciler) settles the payment alone."
+        ),
     ),
     FaultMode(
         Fault.Mode.LATE_SUCCESS,
-        "Late success",
-        "The provider declines now and takes the money after the delay, as asynchronous "
-        "methods do: the shop answers 402, then must account for that late capture (roll "
-        "the order forward, or refund it) instead of keeping money it never sold anything for.",
+        gettext_noop("Late success"),
+        gettext_noop(
+            "The provider declines now and takes the money after the delay, as asynchronous "
+            "methods do: the shop answers 402, then must account for that late capture (roll "
+            "the order forward, or refund it) instead of keeping money it never sold anything for."
+        ),
         takes_delay=True,
     ),
 )
 FAULT_MODE_BY_NAME = {fault.mode: fault for fault in FAULT_MODES}
 
-REPEAT_WHAT_SHOULD_HAPPEN = (
+REPEAT_WHAT_SHOULD_HAPPEN = gettext_noop(
     "The same order request, same Idempotency-Key, sent 3 times: one 201 fresh, then the "
     "same 201 replayed twice. One order, one reservation of stock."
 )
-BURST_WHAT_SHOULD_HAPPEN = (
+BURST_WHAT_SHOULD_HAPPEN = gettext_noop(
     "100 identical requests at once (20 at a time): exactly one runs; the others get its "
     "answer replayed, or 409 while it is still running. One order."
 )
-KILL_WHAT_SHOULD_HAPPEN = (
+KILL_WHAT_SHOULD_HAPPEN = gettext_noop(
     "The worker is killed mid-task (SIGKILL: no clean shutdown). The demo's supervisor starts a "
     "new one. A task it was running was never acknowledged (acks_late), so the broker hands "
     "it out again (Redis does so only after its visibility timeout: the demo task above "
@@ -139,7 +154,7 @@ def _client_for(user_id: int) -> ShopClient:
 def _order_body() -> dict[str, object]:
     product = product_cheapest_in_stock()
     if product is None:
-        raise ChaosUnavailable("No product is in stock, so there is nothing to order.")
+        raise ChaosUnavailable(gettext("No product is in stock, so there is nothing to order."))
     return {"lines": [{"sku": product.sku, "quantity": 1}]}
 
 
@@ -193,11 +208,16 @@ def _worker_pid(pidfile: Path) -> int:
         return int(pidfile.read_text().strip())
     except FileNotFoundError as error:
         raise ChaosUnavailable(
-            f"No supervised worker here ({pidfile} does not exist): only `make demo` runs "
-            "the worker under its supervisor, which restarts it."
+            gettext(
+                "No supervised worker here (%(pidfile)s does not exist): only `make demo` "
+                "runs the worker under its supervisor, which restarts it."
+            )
+            % {"pidfile": pidfile}
         ) from error
     except ValueError as error:
-        raise ChaosUnavailable(f"The worker pid file {pidfile} is unreadable.") from error
+        raise ChaosUnavailable(
+            gettext("The worker pid file %(pidfile)s is unreadable.") % {"pidfile": pidfile}
+        ) from error
 
 
 def chaos_kill_worker() -> int:
@@ -208,18 +228,27 @@ def chaos_kill_worker() -> int:
     make the panel kill an unrelated process that reused the number.
     """
     if not hasattr(os, "killpg") or not Path("/proc/self").exists():
-        raise ChaosUnavailable("This platform cannot do this (it needs Linux's /proc).")
+        raise ChaosUnavailable(gettext("This platform cannot do this (it needs Linux's /proc)."))
     pid = _worker_pid(demo.WORKER_PIDFILE)
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (FileNotFoundError, ProcessLookupError) as error:
         raise ChaosUnavailable(
-            f"The worker (pid {pid}) is not running right now; the supervisor is restarting it."
+            gettext(
+                "The worker (pid %(pid)s) is not running right now; the supervisor is "
+                "restarting it."
+            )
+            % {"pid": pid}
         ) from error
     if not (any(b"celery" in arg for arg in argv) and b"worker" in argv):
-        raise ChaosUnavailable(f"pid {pid} is not a Celery worker (stale pid file): not killed.")
+        raise ChaosUnavailable(
+            gettext("pid %(pid)s is not a Celery worker (stale pid file): not killed.")
+            % {"pid": pid}
+        )
     if os.getpgid(pid) != pid:
-        raise ChaosUnavailable(f"pid {pid} does not lead its own process group: not killed.")
+        raise ChaosUnavailable(
+            gettext("pid %(pid)s does not lead its own process group: not killed.") % {"pid": pid}
+        )
     os.killpg(pid, signal.SIGKILL)
     return pid
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_noop as _
+
 from reconcile.audit import CHECKS
 
 
 @dataclass(frozen=True)
 class Concept:
-    idea: str
+    idea: str  # English, marked: the page shows it translated, the README as is
     symbols: tuple[str, ...]  # dotted paths: module.function or module.Class
     constraints: tuple[str, ...] = ()  # database constraint names that enforce it
     doc: str = ""  # where it is explained at length
@@ -31,48 +33,50 @@ class Concept:
 
 CONCEPTS = (
     Concept(
-        "Idempotency-Key record per (user, key), written with the business rows",
+        _("Idempotency-Key record per (user, key), written with the business rows"),
         ("idempotency.core.execute", "idempotency.core.atomic_phase"),
         ("idempotency_key_unique_per_user", "idempotency_finished_has_response"),
         "docs/idempotency.md",
     ),
     Concept(
-        "The header, replays and `Idempotent-Replayed` in DRF",
+        _("The header, replays and `Idempotent-Replayed` in DRF"),
         ("idempotency.drf.IdempotentApi", "idempotency.drf.parse_idempotency_key"),
         (),
         "docs/idempotency.md",
     ),
     Concept(
-        "Recovery points of the pay flow (`payment_created`)",
+        _("Recovery points of the pay flow (`payment_created`)"),
         ("payments.flows.order_pay_flow",),
         (),
         "docs/idempotency.md",
     ),
     Concept(
-        "Redis checkout token (`SET NX EX`, consumed by `GETDEL`)",
+        _("Redis checkout token (`SET NX EX`, consumed by `GETDEL`)"),
         ("storefront.services.checkout_token_issue", "storefront.services.checkout_token_consume"),
         (),
         "docs/checkout-token.md",
     ),
     Concept(
-        "Order state machine: `UPDATE … WHERE status = 'UNPAID'`",
+        _("Order state machine: `UPDATE … WHERE status = 'UNPAID'`"),
         ("orders.models.Order",),
         (),
         "docs/idempotency.md",
     ),
     Concept(
-        "One order per (user, key), even after the key's record is reaped",
+        _("One order per (user, key), even after the key's record is reaped"),
         ("orders.services.order_create",),
         ("order_one_per_user_key",),
     ),
     Concept(
-        "One live payment attempt per order; settled once",
+        _("One live payment attempt per order; settled once"),
         ("payments.services.payment_create", "payments.services.payment_settle"),
         ("payment_one_live_attempt_per_order",),
     ),
     Concept(
-        "Ledger: one capture per order, attempt and `trade_no`; one refund entry per "
-        "refund attempt and per `refund_id`",
+        _(
+            "Ledger: one capture per order, attempt and `trade_no`; one refund entry per "
+            "refund attempt and per `refund_id`"
+        ),
         ("payments.models.LedgerEntry",),
         (
             "ledger_one_capture_per_order",
@@ -82,24 +86,24 @@ CONCEPTS = (
         ),
     ),
     Concept(
-        "Refunds: the pay flow the other way (`refund_created`), never above the capture",
+        _("Refunds: the pay flow the other way (`refund_created`), never above the capture"),
         ("payments.refund_flows.order_refund_flow", "payments.refunds.refund_create"),
         ("refund_one_live_per_order", "order_refunds_never_exceed_amount"),
         "docs/idempotency.md",
     ),
     Concept(
-        "Orphaned captures: rolled forward, or booked and refunded automatically",
+        _("Orphaned captures: rolled forward, or booked and refunded automatically"),
         ("payments.orphans.capture_orphan_resolve", "payments.orphans.orphan_refund_start"),
         ("refund_one_per_orphaned_capture",),
         "docs/reconciliation.md",
     ),
     Concept(
-        "One notification per `notify_id`; a duplicate gets the same answer",
+        _("One notification per `notify_id`; a duplicate gets the same answer"),
         ("callbacks.services.callback_ingest",),
         ("notification_unique_per_provider",),
     ),
     Concept(
-        "Stock never below zero; one reserve and one release per order line",
+        _("Stock never below zero; one reserve and one release per order line"),
         ("orders.services.order_create", "orders.services.order_cancel"),
         (
             "product_stock_non_negative",
@@ -107,27 +111,27 @@ CONCEPTS = (
             "inventory_one_release_per_order_product",
         ),
     ),
-    Concept("One shipment per order", ("orders.services.shipment_create",)),
+    Concept(_("One shipment per order"), ("orders.services.shipment_create",)),
     Concept(
-        "Reconciliation: ask the provider, never guess; fence with `close`",
+        _("Reconciliation: ask the provider, never guess; fence with `close`"),
         ("reconcile.services.payments.payment_reconcile", "reconcile.services.payments.run_once"),
         (),
         "docs/reconciliation.md",
     ),
     Concept(
-        "Single-runner lock (`SET NX PX`, Lua compare-and-delete)",
+        _("Single-runner lock (`SET NX PX`, Lua compare-and-delete)"),
         ("reconcile.locks.single_runner",),
         (),
         "docs/reconciliation.md",
     ),
     Concept(
-        "Finishing abandoned requests (the completer)",
+        _("Finishing abandoned requests (the completer)"),
         ("reconcile.services.completion.record_complete",),
         (),
         "docs/reconciliation.md",
     ),
     Concept(
-        "The audit and its checks",
+        _("The audit and its checks"),
         ("reconcile.audit.audit_run", "reconcile.audit.CHECKS"),
         (),
         "docs/audit.md",

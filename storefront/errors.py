@@ -1,6 +1,12 @@
-"""Errors of the pages (the same problem shape as the API's, codes for the pages)."""
+"""Errors of the pages (the same problem shape as the API's, codes for the pages).
+
+Titles and details stay English in the problem itself, like the API's; they are
+marked (gettext_noop) so the pages can show them translated (storefront/answers.py).
+"""
 
 from typing import Any
+
+from django.utils.translation import gettext_noop
 
 from config.errors import ApplicationError
 
@@ -12,8 +18,8 @@ class CheckoutTokenInvalid(ApplicationError):
     """
 
     code = "checkout-token-invalid"
-    title = "Checkout form expired"
-    default_detail = (
+    title = gettext_noop("Checkout form expired")
+    default_detail = gettext_noop(
         "This checkout form has expired or was not issued to you (a reload after logging "
         "in again does this too). Nothing was ordered: choose your items and place the "
         "order again."
@@ -25,8 +31,10 @@ class CheckoutUnavailable(ApplicationError):
 
     status = 503
     code = "checkout-unavailable"
-    title = "Checkout unavailable"
-    default_detail = "The checkout cannot issue or check its one-time tokens right now."
+    title = gettext_noop("Checkout unavailable")
+    default_detail = gettext_noop(
+        "The checkout cannot issue or check its one-time tokens right now."
+    )
 
     def __init__(self, detail: str | None = None, **extra: Any) -> None:
         super().__init__(detail, **extra)
@@ -41,5 +49,7 @@ class RefundAmountInvalid(ApplicationError):
     """The refund form's amount is not a positive whole number of minor units."""
 
     code = "validation-error"
-    title = "Invalid request"
-    default_detail = "The amount must be a positive whole number of minor units, or blank."
+    title = gettext_noop("Invalid request")
+    default_detail = gettext_noop(
+        "The amount must be a positive whole number of minor units, or blank."
+    )

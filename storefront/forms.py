@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.core.validators import RegexValidator
+from django.utils.translation import gettext, gettext_lazy
 
 from orders.models import Product
 from orders.services import LineRequest
@@ -23,7 +24,7 @@ from storefront.services import CHECKOUT_TOKEN_BYTES
 _TOKEN_LENGTH = -(-CHECKOUT_TOKEN_BYTES * 4 // 3)
 TOKEN_FORMAT = RegexValidator(
     rf"^[A-Za-z0-9_-]{{{_TOKEN_LENGTH}}}$",
-    message="This form's checkout token was altered or is missing.",
+    message=gettext_lazy("This form's checkout token was altered or is missing."),
 )
 
 
@@ -37,7 +38,7 @@ class CheckoutForm(forms.Form):
         self.products = list(products)
         for product in self.products:
             self.fields[self.field_name(product)] = forms.IntegerField(
-                label=f"Quantity of {product.name}",
+                label=gettext("Quantity of %(product)s") % {"product": product.name},
                 min_value=0,
                 max_value=settings.ORDER_MAX_QUANTITY,
                 required=False,
@@ -56,10 +57,11 @@ class CheckoutForm(forms.Form):
         cleaned = super().clean() or {}
         chosen = [p for p in self.products if cleaned.get(self.field_name(p))]
         if not chosen and not any(self.field_name(p) in self.errors for p in self.products):
-            raise forms.ValidationError("Choose at least one item: a quantity above 0.")
+            raise forms.ValidationError(gettext("Choose at least one item: a quantity above 0."))
         if len(chosen) > settings.ORDER_MAX_LINES:
             raise forms.ValidationError(
-                f"One order holds at most {settings.ORDER_MAX_LINES} different products."
+                gettext("One order holds at most %(count)s different products.")
+                % {"count": settings.ORDER_MAX_LINES}
             )
         return cleaned
 
@@ -82,11 +84,15 @@ class FaultForm(forms.Form):
     """Switch on one of the provider's fault modes (the sandbox's own limits)."""
 
     mode = forms.ChoiceField(choices=Fault.Mode.choices, widget=forms.HiddenInput)
-    count = forms.IntegerField(label="For how many charges", min_value=1, max_value=100, initial=1)
-    delay_s = forms.FloatField(
-        label="Answer after (seconds)", min_value=0, max_value=60, required=False
+    count = forms.IntegerField(
+        label=gettext_lazy("For how many charges"), min_value=1, max_value=100, initial=1
     )
-    copies = forms.IntegerField(label="Copies", min_value=1, max_value=10, required=False)
+    delay_s = forms.FloatField(
+        label=gettext_lazy("Answer after (seconds)"), min_value=0, max_value=60, required=False
+    )
+    copies = forms.IntegerField(
+        label=gettext_lazy("Copies"), min_value=1, max_value=10, required=False
+    )
 
     def __init__(self, *args: Any, mode: str, **kwargs: Any) -> None:
         # One form per mode on one page: ids carry the mode, so labels stay unique.

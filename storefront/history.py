@@ -16,6 +16,7 @@ from datetime import datetime
 import redis
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
 from config.redis import redis_client
 from storefront.answers import Answer, status_phrase
@@ -94,21 +95,21 @@ def answer_history(*, user_id: int, number: str) -> list[AnswerEntry]:
     return [AnswerEntry(**json.loads(item)) for item in raw]
 
 
+_FRESHNESS_DETAIL = {
+    "replayed": gettext_noop("the stored answer, replayed: nothing ran again"),
+    "fresh": gettext_noop("ran now; this answer is stored for the key"),
+    "not stored": gettext_noop("nothing was stored for the key; the same key may be retried"),
+}
+
+
 def answer_events(entries: list[AnswerEntry]) -> list[Event]:
     """The answers as timeline events: the 409s, the 503s and the retries' queries too."""
     events = []
     for entry in entries:
         what = entry.code or status_phrase(entry.status)
-        detail = (
-            entry.note
-            or {
-                "replayed": "the stored answer, replayed: nothing ran again",
-                "fresh": "ran now; this answer is stored for the key",
-                "not stored": "nothing was stored for the key; the same key may be retried",
-            }[entry.freshness]
-        )
+        detail = entry.note or gettext(_FRESHNESS_DETAIL[entry.freshness])
         if entry.status == 503 and entry.code == "payment-outcome-unknown":
-            detail = (
+            detail = gettext(
                 "outcome unknown: the key stays at 'payment_created' with no answer stored; "
                 "the same key, or the reconciler, asks the provider"
             )
@@ -116,7 +117,13 @@ def answer_events(entries: list[AnswerEntry]) -> list[Event]:
             Event(
                 entry.when,
                 "answer" if entry.stored else "unknown",
-                f"{entry.label}: answered {entry.status} {what} ({entry.freshness})",
+                gettext("%(label)s: answered %(status)s %(what)s (%(freshness)s)")
+                % {
+                    "label": entry.label,
+                    "status": entry.status,
+                    "what": what,
+                    "freshness": gettext(entry.freshness),
+                },
                 detail,
             )
         )

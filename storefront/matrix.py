@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext
+
 from config.errors import ApplicationError, InternalError, ValidationFailed
 from idempotency.errors import (
     IdempotencyKeyInUse,
@@ -32,37 +34,48 @@ def _error(cls: type[ApplicationError]) -> str:
 
 
 def behaviour_matrix() -> list[MatrixRow]:
+    """In the page's language (the codes and headers stay as the API sends them)."""
+    no, yes = gettext("no"), gettext("yes")
     return [
-        MatrixRow("header missing", _error(IdempotencyKeyMissing), "no"),
-        MatrixRow("header malformed", _error(IdempotencyKeyInvalid), "no"),
-        MatrixRow("not authenticated / forbidden / throttled", "401 / 403 / 429", "no"),
-        MatrixRow("body fails validation before the action starts", _error(ValidationFailed), "no"),
-        MatrixRow("new key", "run the action; store the response", "yes"),
+        MatrixRow(gettext("header missing"), _error(IdempotencyKeyMissing), no),
+        MatrixRow(gettext("header malformed"), _error(IdempotencyKeyInvalid), no),
+        MatrixRow(gettext("not authenticated / forbidden / throttled"), "401 / 403 / 429", no),
         MatrixRow(
-            "same key, same fingerprint, finished",
-            "the stored status, body and Location, plus Idempotent-Replayed: true",
-            "(already)",
+            gettext("body fails validation before the action starts"),
+            _error(ValidationFailed),
+            no,
+        ),
+        MatrixRow(gettext("new key"), gettext("run the action; store the response"), yes),
+        MatrixRow(
+            gettext("same key, same fingerprint, finished"),
+            gettext("the stored status, body and Location, plus Idempotent-Replayed: true"),
+            gettext("(already)"),
         ),
         MatrixRow(
-            "same key, request still in flight (lock held)",
+            gettext("same key, request still in flight (lock held)"),
             f"{_error(IdempotencyKeyInUse)}, Retry-After",
-            "no",
+            no,
         ),
-        MatrixRow("same key, different fingerprint", _error(IdempotencyKeyMismatch), "no"),
+        MatrixRow(gettext("same key, different fingerprint"), _error(IdempotencyKeyMismatch), no),
         MatrixRow(
-            "business error once the action started (out of stock, declined, not payable)",
-            f"its 4xx ({_error(OutOfStock)}, {_error(PaymentDeclined)}, "
-            f"{_error(OrderNotPayable)}), replayed on retry",
-            "yes",
-        ),
-        MatrixRow(
-            "provider outcome unknown (timeout, provider 5xx)",
-            f"{_error(PaymentOutcomeUnknown)}, Retry-After; retry with the same key",
-            "no: the record keeps its recovery point",
+            gettext("business error once the action started (out of stock, declined, not payable)"),
+            gettext("its 4xx (%(examples)s), replayed on retry")
+            % {
+                "examples": f"{_error(OutOfStock)}, {_error(PaymentDeclined)}, "
+                f"{_error(OrderNotPayable)}"
+            },
+            yes,
         ),
         MatrixRow(
-            "unexpected exception",
-            f"{_error(InternalError)}; the phase rolled back; retry with the same key resumes",
-            "no",
+            gettext("provider outcome unknown (timeout, provider 5xx)"),
+            gettext("%(error)s, Retry-After; retry with the same key")
+            % {"error": _error(PaymentOutcomeUnknown)},
+            gettext("no: the record keeps its recovery point"),
+        ),
+        MatrixRow(
+            gettext("unexpected exception"),
+            gettext("%(error)s; the phase rolled back; retry with the same key resumes")
+            % {"error": _error(InternalError)},
+            no,
         ),
     ]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from config.redis import redis_client
 from storefront.errors import ChaosUnavailable
@@ -30,12 +31,14 @@ DEMO_TASK_S = 12.0
 # A run's attempts are kept this long: the panel shows recent runs only.
 RUN_TTL_S = 3600
 
-REDELIVERY_WHAT_SHOULD_HAPPEN = (
-    f"The task works for {DEMO_TASK_S:g} s. Kill the process running it: within seconds "
-    "the worker puts the unacknowledged message back on the queue (acks_late, "
-    "task_reject_on_worker_lost), another process starts it again (attempt 2, another "
-    "pid), and it finishes once."
-)
+
+def redelivery_what_should_happen() -> str:
+    return gettext(
+        "The task works for %(seconds)s s. Kill the process running it: within seconds "
+        "the worker puts the unacknowledged message back on the queue (acks_late, "
+        "task_reject_on_worker_lost), another process starts it again (attempt 2, another "
+        "pid), and it finishes once."
+    ) % {"seconds": f"{DEMO_TASK_S:g}"}
 
 
 @dataclass(frozen=True)
@@ -80,13 +83,19 @@ def chaos_redelivery_kill(*, run_id: str) -> int:
     """SIGKILL the pool process running the run's current attempt; return its pid."""
     running = [a for a in redelivery_attempts(run_id=run_id) if a.finished is None]
     if not running:
-        raise ChaosUnavailable("No attempt of this task is running now: nothing was killed.")
+        raise ChaosUnavailable(
+            gettext("No attempt of this task is running now: nothing was killed.")
+        )
     pid = running[-1].pid
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError) as error:
-        raise ChaosUnavailable(f"pid {pid} has already gone: nothing was killed.") from error
+        raise ChaosUnavailable(
+            gettext("pid %(pid)s has already gone: nothing was killed.") % {"pid": pid}
+        ) from error
     if b"celery" not in argv:  # a reused pid is never killed
-        raise ChaosUnavailable(f"pid {pid} is not a Celery process (any more): not killed.")
+        raise ChaosUnavailable(
+            gettext("pid %(pid)s is not a Celery process (any more): not killed.") % {"pid": pid}
+        )
     os.kill(pid, signal.SIGKILL)
     return pid

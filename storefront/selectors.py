@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey
@@ -63,7 +64,7 @@ class Event:
 
 def _short(key: str | None) -> str:
     if not key:
-        return "(none)"
+        return gettext("(none)")
     return key if len(key) <= 14 else f"{key[:10]}…"
 
 
@@ -71,8 +72,9 @@ def _key_taken(record: IdempotencyKey, what: str) -> Event:
     return Event(
         record.created_at,
         "recovery",
-        f"{what}: Idempotency-Key {_short(record.key)} taken (recovery point 'started')",
-        "the lock is held while the request runs; a same-key request meanwhile gets 409",
+        gettext("%(what)s: Idempotency-Key %(key)s taken (recovery point 'started')")
+        % {"what": what, "key": _short(record.key)},
+        gettext("the lock is held while the request runs; a same-key request meanwhile gets 409"),
     )
 
 
@@ -81,14 +83,17 @@ def _key_outcome(record: IdempotencyKey, what: str, *, stopped_at: str) -> Event
         return Event(
             record.finished_at,
             "recovery",
-            f"{what}: recovery point 'finished', answer {record.response_status} stored",
-            "every retry with this key gets this answer back, replayed",
+            gettext("%(what)s: recovery point 'finished', answer %(status)s stored")
+            % {"what": what, "status": record.response_status},
+            gettext("every retry with this key gets this answer back, replayed"),
         )
     return Event(
         record.locked_at or record.created_at,
         "unknown",
-        f"{what}: stopped at '{record.recovery_point}', no answer stored",
-        f"{stopped_at}; a retry with the same key, or the completer, resumes from here",
+        gettext("%(what)s: stopped at '%(point)s', no answer stored")
+        % {"what": what, "point": record.recovery_point},
+        gettext("%(stopped_at)s; a retry with the same key, or the completer, resumes from here")
+        % {"stopped_at": stopped_at},
     )
 
 
@@ -102,29 +107,39 @@ def _notifications(payments: list[Payment]) -> list[Any]:
 
 def _settled_by(payment: Payment, record: IdempotencyKey | None, applied: bool) -> str:
     if applied:
-        return "by the provider's notification"
+        return gettext("by the provider's notification")
     if (
         record is not None
         and record.finished_at is not None
         and payment.settled_at is not None
         and abs(record.finished_at - payment.settled_at) < SAME_TRANSACTION
     ):
-        return "by the pay request"
-    return "by reconciliation (asked the provider)"
+        return gettext("by the pay request")
+    return gettext("by reconciliation (asked the provider)")
 
 
 def _refund_events(order: Order) -> list[Event]:
     """The order's refunds, and the automatic refunds of its orphaned captures."""
     events: list[Event] = []
     for refund in Refund.objects.filter(payment__order=order):
-        what = "Refund" if refund.order_id else "Automatic refund of an orphaned capture"
+        what = (
+            gettext("Refund")
+            if refund.order_id
+            else gettext("Automatic refund of an orphaned capture")
+        )
         events.append(
             Event(
                 refund.created_at,
                 "refund",
-                f"{what}: recovery point 'refund_created', {refund.refund_no} committed as PENDING",
-                f"{money(refund.amount, refund.currency)}; the provider is then asked with a key "
-                "derived from this refund attempt",
+                gettext(
+                    "%(what)s: recovery point 'refund_created', %(refund)s committed as PENDING"
+                )
+                % {"what": what, "refund": refund.refund_no},
+                gettext(
+                    "%(amount)s; the provider is then asked with a key derived from this refund "
+                    "attempt"
+                )
+                % {"amount": money(refund.amount, refund.currency)},
             )
         )
         if refund.settled_at is not None:
@@ -132,10 +147,10 @@ def _refund_events(order: Order) -> list[Event]:
                 Event(
                     refund.settled_at,
                     "settled",
-                    f"Refund {refund.status}",
-                    f"provider refund_id {refund.refund_id}"
+                    gettext("Refund %(status)s") % {"status": refund.status},
+                    gettext("provider refund_id %(id)s") % {"id": refund.refund_id}
                     if refund.refund_id
-                    else f"reason: {refund.failure_code or 'declined'}",
+                    else gettext("reason: %(code)s") % {"code": refund.failure_code or "declined"},
                 )
             )
     return events
@@ -155,21 +170,28 @@ def pay_key_resumes(*, user_id: int, key: str) -> str:
     if payment is None:
         return ""
     if payment.status == PaymentStatus.UNKNOWN:
-        return (
-            "resumed at 'payment_created' and asked the provider about the attempt "
-            f"(query {payment.out_trade_no}) before charging"
-        )
+        return gettext(
+            "It resumed at 'payment_created' and asked the provider about the attempt "
+            "(query %(reference)s) before charging."
+        ) % {"reference": payment.out_trade_no}
     if payment.status in (PaymentStatus.SUCCEEDED, PaymentStatus.FAILED):
-        return (
-            "resumed at 'payment_created' and found the payment already settled "
-            f"({payment.status}): nothing was asked or charged again"
-        )
+        return gettext(
+            "It resumed at 'payment_created' and found the payment already settled "
+            "(%(status)s): nothing was asked or charged again."
+        ) % {"status": payment.status}
     return ""
 
 
 def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
     """Everything that happened to the order, oldest first, with ``extra`` events merged."""
-    events = [Event(order.created_at, "created", f"Order {order.number} created", "")]
+    events = [
+        Event(
+            order.created_at,
+            "created",
+            gettext("Order %(number)s created") % {"number": order.number},
+            "",
+        )
+    ]
     events += extra
     if order.idempotency_key:
         record = IdempotencyKey.objects.filter(
@@ -177,8 +199,12 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
         ).first()
         if record is not None:
             events += [
-                _key_taken(record, "Checkout"),
-                _key_outcome(record, "Checkout", stopped_at="the order was not committed"),
+                _key_taken(record, gettext("Checkout")),
+                _key_outcome(
+                    record,
+                    gettext("Checkout"),
+                    stopped_at=gettext("the order was not committed"),
+                ),
             ]
 
     payments = list(Payment.objects.filter(order=order))
@@ -194,20 +220,30 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
     for payment in payments:
         record = records.get(payment.pk)
         if record is not None:
-            events.append(_key_taken(record, "Pay"))
+            events.append(_key_taken(record, gettext("Pay")))
         events.append(
             Event(
                 payment.created_at,
                 "payment",
-                f"Pay: recovery point 'payment_created', attempt {payment.out_trade_no} "
-                "committed as PENDING",
-                f"{money(payment.amount, payment.currency)}; the provider is then asked with a "
-                "key derived from this attempt, outside any transaction",
+                gettext(
+                    "Pay: recovery point 'payment_created', attempt %(reference)s committed as "
+                    "PENDING"
+                )
+                % {"reference": payment.out_trade_no},
+                gettext(
+                    "%(amount)s; the provider is then asked with a key derived from this "
+                    "attempt, outside any transaction"
+                )
+                % {"amount": money(payment.amount, payment.currency)},
             )
         )
         if record is not None:
             events.append(
-                _key_outcome(record, "Pay", stopped_at="the provider's answer was not known")
+                _key_outcome(
+                    record,
+                    gettext("Pay"),
+                    stopped_at=gettext("the provider's answer was not known"),
+                )
             )
         mine = [n for n in notifications if n.out_trade_no == payment.out_trade_no]
         applied = any(n.outcome == "applied" for n in mine)
@@ -216,8 +252,8 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
                 Event(
                     payment.updated_at,
                     "unknown",
-                    "Outcome unknown: the provider did not answer",
-                    "waiting for a same-key retry or the reconciler; never guessed",
+                    gettext("Outcome unknown: the provider did not answer"),
+                    gettext("waiting for a same-key retry or the reconciler; never guessed"),
                 )
             )
         elif payment.settled_at is not None:
@@ -226,10 +262,11 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
                 Event(
                     payment.settled_at,
                     "settled",
-                    f"Payment {payment.status} {_settled_by(payment, record, applied)}",
-                    f"provider trade_no {outcome}"
+                    gettext("Payment %(status)s %(by)s")
+                    % {"status": payment.status, "by": _settled_by(payment, record, applied)},
+                    gettext("provider trade_no %(id)s") % {"id": outcome}
                     if outcome
-                    else f"reason: {payment.failure_code or 'declined'}",
+                    else gettext("reason: %(code)s") % {"code": payment.failure_code or "declined"},
                 )
             )
         if payment.reconcile_attempts:
@@ -237,8 +274,9 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
                 Event(
                     payment.next_reconcile_at,
                     "reconcile",
-                    f"Reconciler could not reach the provider {payment.reconcile_attempts}x",
-                    "next try at this time, with exponential backoff",
+                    gettext("Reconciler could not reach the provider %(times)sx")
+                    % {"times": payment.reconcile_attempts},
+                    gettext("next try at this time, with exponential backoff"),
                 )
             )
         for notification in mine:
@@ -246,10 +284,13 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
                 Event(
                     notification.received_at,
                     "notification",
-                    f"Notification {_short(notification.notify_id)} received: "
-                    f"{notification.outcome}",
-                    f"{notification.trade_status}; the shop answered "
-                    f"{notification.response_status} (the same for every copy)",
+                    gettext("Notification %(id)s received: %(outcome)s")
+                    % {"id": _short(notification.notify_id), "outcome": notification.outcome},
+                    gettext("%(status)s; the shop answered %(answer)s (the same for every copy)")
+                    % {
+                        "status": notification.trade_status,
+                        "answer": notification.response_status,
+                    },
                 )
             )
 
@@ -260,11 +301,18 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
         .first()
     )
     if release is not None:
-        events.append(Event(release.created_at, "cancelled", "Cancelled: stock released", ""))
+        events.append(
+            Event(release.created_at, "cancelled", gettext("Cancelled: stock released"), "")
+        )
     shipment = Shipment.objects.filter(order=order).first()
     if shipment is not None:
         events.append(
-            Event(shipment.created_at, "shipped", "Shipped", "one shipment per order, by index")
+            Event(
+                shipment.created_at,
+                "shipped",
+                gettext("Shipped"),
+                gettext("one shipment per order, by index"),
+            )
         )
     # Stable: events of one transaction keep the order they were added in.
     return sorted(events, key=lambda event: event.at or order.created_at)

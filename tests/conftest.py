@@ -20,12 +20,19 @@ from rest_framework.test import APIClient
 
 from config import ratelimit
 from config.celery import app as celery_app
+from config.i18n import compile_catalogues
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
 from tests.workers import TEST_QUEUE, Worker, start_worker
 
 # Tasks sent by tests go to their own queue on the real broker (TEST_QUEUE), emptied
 # before and after the run, so no stale message ever reaches a worker a test starts.
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # The pages are tested in both languages: the catalogue must be compiled, as
+    # `make install` does, even when pytest is run directly after a .po changed.
+    compile_catalogues()
 
 
 @pytest.fixture(scope="session", autouse=True)

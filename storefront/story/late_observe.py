@@ -11,6 +11,7 @@ attempt, as ``make reconcile`` would once that minute is up, and says so.
 from __future__ import annotations
 
 from django.conf import settings
+from django.utils.translation import gettext, gettext_noop
 
 from callbacks.models import ProviderNotification
 from payments.models import LedgerEntry, Payment, PaymentStatus, Refund, RefundAttemptStatus
@@ -22,9 +23,9 @@ from storefront.story.observe import story_provider, wait_for
 from storefront.story.report import TallyRow
 from storefront.story.scene import Role, Scene
 
-BY_THE_STORY = (
+BY_THE_STORY = gettext_noop(
     "The reconciler takes an attempt once it is older than RECONCILE_AFTER_S "
-    "({after} s); the story runs its step for this one now, as `make reconcile` would then."
+    "(%(after)s s); the story runs its step for this one now, as `make reconcile` would then."
 )
 
 
@@ -41,10 +42,12 @@ def late_observe(scene: Scene, late: LateAttempt) -> list[TallyRow]:
         scene.record(
             Role.LATE_NOTIFICATION,
             "provider",
-            "notifies the late success",
-            result="not received yet",
-            why="Nothing arrived in time: is the worker running (it runs the provider's "
-            "late success and its notification)?",
+            gettext("notifies the late success"),
+            result=gettext("not received yet"),
+            why=gettext(
+                "Nothing arrived in time: is the worker running (it runs the provider's "
+                "late success and its notification)?"
+            ),
         )
         return _tally(scene, late, payment)
     note = notified.order_by("received_at").first()
@@ -66,12 +69,11 @@ def _capture(scene: Scene, provider: PaymentProvider, late: LateAttempt) -> None
     scene.record(
         Role.LATE_CAPTURE,
         "provider",
-        "captures the money after all: the payer confirmed late",
+        gettext("captures the money after all: the payer confirmed late"),
         request=f"GET /sandbox/v1/charges/{late.out_trade_no} (the provider's own account)",
         result=f"{account.status} {account.trade_no}, {account.amount} {account.currency}",
-        why="The decline was not final for the payer: the wallet is debited now, "
-        + _against_the_cancel(scene, at_s)
-        + ".",
+        why=gettext("The decline was not final for the payer: the wallet is debited now, %(when)s.")
+        % {"when": _against_the_cancel(scene, at_s)},
         at_s=at_s,
     )
 
@@ -80,8 +82,8 @@ def _against_the_cancel(scene: Scene, at_s: float) -> str:
     """When something happened, told against the customer's cancel (as the rows time it)."""
     cancel = next((h for h in scene.happenings if h.role is Role.GIVE_UP), None)
     if cancel is None or at_s >= cancel.at_s:
-        return "after the customer cancelled the order"
-    return "before the customer's cancel reached the shop"
+        return gettext("after the customer cancelled the order")
+    return gettext("before the customer's cancel reached the shop")
 
 
 def _notification(scene: Scene, note: ProviderNotification) -> None:
@@ -90,15 +92,18 @@ def _notification(scene: Scene, note: ProviderNotification) -> None:
     scene.record(
         Role.LATE_NOTIFICATION,
         "provider",
-        "notifies the shop of the late success",
+        gettext("notifies the shop of the late success"),
         request="POST /api/v1/callbacks/sandbox/",
-        result=f"{note.outcome}, answered {note.response_status}",
-        why=f"It came {_against_the_cancel(scene, at_s)}. The shop never moves a state "
-        "backwards: a success for an attempt it already failed is recorded as deferred and "
-        "answered, so the provider stops sending it. Not a dead end: the reconciler asks "
-        "the provider about it."
+        result=gettext("%(outcome)s, answered %(status)s")
+        % {"outcome": note.outcome, "status": note.response_status},
+        why=gettext(
+            "It came %(when)s. The shop never moves a state backwards: a success for an "
+            "attempt it already failed is recorded as deferred and answered, so the provider "
+            "stops sending it. Not a dead end: the reconciler asks the provider about it."
+        )
+        % {"when": _against_the_cancel(scene, at_s)}
         if deferred
-        else f"Recorded as {note.outcome}.",
+        else gettext("Recorded as %(outcome)s.") % {"outcome": note.outcome},
         at_s=at_s,
     )
 
@@ -114,19 +119,30 @@ def _orphan_booked(
     capture = LedgerEntry.objects.filter(payment=payment, kind=LedgerEntry.Kind.ORPHAN_CAPTURE)
     booked = capture.first()
     refund = Refund.objects.filter(payment=payment, order__isnull=True).first()
-    started = f", automatic refund {refund.refund_no} started" if refund is not None else ""
+    started = (
+        gettext(", automatic refund %(refund)s started") % {"refund": refund.refund_no}
+        if refund is not None
+        else ""
+    )
     scene.record(
         Role.ORPHAN_BOOKED,
         "reconciler",
-        "asks the provider about the attempt the notification names",
+        gettext("asks the provider about the attempt the notification names"),
         request=f"query {payment.out_trade_no}",
-        result=f"payment {payment.status}"
+        result=gettext("payment %(status)s") % {"status": payment.status}
         + (f" ({payment.failure_code})" if payment.failure_code else "")
-        + (f", capture booked as {booked.kind}" if booked is not None else "")
+        + (
+            gettext(", capture booked as %(kind)s") % {"kind": booked.kind}
+            if booked is not None
+            else ""
+        )
         + started,
         why=(_by_the_story() + " " if ran_here else "")
-        + f"The provider's answer is the truth: {note.resolution or 'not resolved'}. The "
-        "order cannot take the money, so the capture is booked apart from it and given back.",
+        + gettext(
+            "The provider's answer is the truth: %(resolution)s. The order cannot take the "
+            "money, so the capture is booked apart from it and given back."
+        )
+        % {"resolution": note.resolution or gettext("not resolved")},
         at_s=scene.seconds(booked.created_at if booked is not None else None),
     )
 
@@ -143,20 +159,26 @@ def _orphan_refunded(scene: Scene, provider: PaymentProvider, payment: Payment) 
     scene.record(
         Role.ORPHAN_REFUNDED,
         "reconciler",
-        f"refunds the orphaned capture ({refund.reason})",
+        gettext("refunds the orphaned capture (%(reason)s)") % {"reason": refund.reason},
         request=f"POST /sandbox/v1/refunds out_refund_no {refund.refund_no}",
-        result=f"refund {refund.status}"
-        + (f", provider refund_id {refund.refund_id}" if refund.refund_id else "")
-        + (f", ledger entry {entry.kind}" if entry is not None else ""),
+        result=gettext("refund %(status)s") % {"status": refund.status}
+        + (
+            gettext(", provider refund_id %(id)s") % {"id": refund.refund_id}
+            if refund.refund_id
+            else ""
+        )
+        + (gettext(", ledger entry %(kind)s") % {"kind": entry.kind} if entry is not None else ""),
         why=(_by_the_story() + " " if ran_here else "")
-        + "It asks the provider first (query by out_refund_no), then refunds with a key "
-        "derived from the attempt: however often this runs, the provider refunds it once.",
+        + gettext(
+            "It asks the provider first (query by out_refund_no), then refunds with a key "
+            "derived from the attempt: however often this runs, the provider refunds it once."
+        ),
         at_s=scene.seconds(refund.settled_at),
     )
 
 
 def _by_the_story() -> str:
-    return BY_THE_STORY.format(after=settings.RECONCILE_AFTER_S)
+    return gettext(BY_THE_STORY) % {"after": settings.RECONCILE_AFTER_S}
 
 
 def _tally(scene: Scene, late: LateAttempt, payment: Payment) -> list[TallyRow]:
@@ -166,7 +188,7 @@ def _tally(scene: Scene, late: LateAttempt, payment: Payment) -> list[TallyRow]:
     )
     return [
         TallyRow(
-            "orders cancelled after the decline",
+            gettext("orders cancelled after the decline"),
             int(
                 Payment.objects.filter(
                     pk=payment.pk, order__number=late.order_number, order__status="CANCELLED"
@@ -175,9 +197,9 @@ def _tally(scene: Scene, late: LateAttempt, payment: Payment) -> list[TallyRow]:
             1,
         ),
         TallyRow(
-            "late captures booked as orphaned",
+            gettext("late captures booked as orphaned"),
             int(payment.status == PaymentStatus.ORPHANED),
             1,
         ),
-        TallyRow("orphaned captures refunded in full", refunded.count(), 1),
+        TallyRow(gettext("orphaned captures refunded in full"), refunded.count(), 1),
     ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from onceshop_client import RetryPolicy
 from storefront.story.report import StoryUnavailable
@@ -44,11 +45,14 @@ def late_success_run(scene: Scene) -> LateAttempt:
         scene.record(
             Role.SCRIPT,
             "operator",
-            "scripts the provider for the next charge",
+            gettext("scripts the provider for the next charge"),
             request="POST /sandbox/v1/faults late_success",
-            result=f"{armed.status} armed",
-            why=f"The provider will decline the charge now and capture it {LATE_BY_S:g} s "
-            "later, as an asynchronous payment method does when the payer confirms late.",
+            result=gettext("%(status)s armed") % {"status": armed.status},
+            why=gettext(
+                "The provider will decline the charge now and capture it %(seconds)s s later, "
+                "as an asynchronous payment method does when the payer confirms late."
+            )
+            % {"seconds": f"{LATE_BY_S:g}"},
         )
         number = place_order(scene)
         _pay_declined(scene, number)
@@ -67,14 +71,19 @@ def _pay_declined(scene: Scene, number: str) -> None:
     scene.record(
         Role.LATE_PAY,
         "customer",
-        "pays the new order (the client's default retry policy)",
-        request=f"POST {reverse('order-pay', kwargs={'number': number})} · a new key",
+        gettext("pays the new order (the client's default retry policy)"),
+        request=f"POST {reverse('order-pay', kwargs={'number': number})} · " + gettext("a new key"),
         answer=paid,
-        why="A final answer: the client retries only what is not settled yet (no answer, "
-        "a 5xx, a 409 in use), never another 4xx.",
+        why=gettext(
+            "A final answer: the client retries only what is not settled yet (no answer, "
+            "a 5xx, a 409 in use), never another 4xx."
+        ),
     )
     if paid.status != 402:
-        raise StoryUnavailable(f"The provider was to decline this charge: {paid.summary}.")
+        raise StoryUnavailable(
+            gettext("The provider was to decline this charge: %(answer)s.")
+            % {"answer": paid.summary}
+        )
 
 
 def _attempt_of(scene: Scene, number: str) -> str:
@@ -83,7 +92,10 @@ def _attempt_of(scene: Scene, number: str) -> str:
     order = scene.ask(lambda: me.order(number))
     payments = order.body.get("payments", []) if order.ok else []
     if not payments:
-        raise StoryUnavailable(f"The declined order shows no payment attempt: {order.summary}.")
+        raise StoryUnavailable(
+            gettext("The declined order shows no payment attempt: %(answer)s.")
+            % {"answer": order.summary}
+        )
     return str(payments[-1]["out_trade_no"])
 
 
@@ -94,10 +106,15 @@ def _give_up(scene: Scene, number: str) -> None:
     scene.record(
         Role.GIVE_UP,
         "customer",
-        "gives up and cancels the order",
-        request=f"POST {reverse('order-cancel', kwargs={'number': number})} · a new key",
+        gettext("gives up and cancels the order"),
+        request=f"POST {reverse('order-cancel', kwargs={'number': number})} · "
+        + gettext("a new key"),
         answer=cancelled,
-        why=f"The order is {status}: its stock is released, exactly once.",
+        why=gettext("The order is %(status)s: its stock is released, exactly once.")
+        % {"status": status},
     )
     if status != "CANCELLED":
-        raise StoryUnavailable(f"The declined order could not be cancelled: {cancelled.summary}.")
+        raise StoryUnavailable(
+            gettext("The declined order could not be cancelled: %(answer)s.")
+            % {"answer": cancelled.summary}
+        )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import gettext, gettext_noop
 
 from callbacks.models import ProviderNotification
 from orders.models import Order, Shipment
@@ -30,11 +31,12 @@ POLL_S = 0.2
 class Settler(enum.Enum):
     """Who moved the payment from unsettled to SUCCEEDED (exactly one of them did)."""
 
-    PAY_REQUEST = "the pay request itself, with the provider's answer"
-    RETRY_QUERY = "the same-key retry, which asked the provider about the attempt"
-    NOTIFICATION = "the provider's notification"
-    RECONCILER = "the reconciler, which asked the provider"
-    NOBODY = "nobody yet"
+    # The values are marked for translation; ``Observed.settled_by`` tells them.
+    PAY_REQUEST = gettext_noop("the pay request itself, with the provider's answer")
+    RETRY_QUERY = gettext_noop("the same-key retry, which asked the provider about the attempt")
+    NOTIFICATION = gettext_noop("the provider's notification")
+    RECONCILER = gettext_noop("the reconciler, which asked the provider")
+    NOBODY = gettext_noop("nobody yet")
 
 
 # The requests whose fresh 200 means they settled it (when no notification did).
@@ -56,7 +58,7 @@ class Observed:
 
     @property
     def settled_by(self) -> str:
-        return self.settler.value
+        return gettext(self.settler.value)
 
 
 def story_observe(scene: Scene) -> Observed:
@@ -75,8 +77,9 @@ def story_observe(scene: Scene) -> Observed:
         scene.record(
             Role.SETTLED,
             "shop",
-            f"settles the payment: {observed.settled_by}",
-            result=f"payment {payment.status}, order PAID, one ledger entry",
+            gettext("settles the payment: %(by)s") % {"by": observed.settled_by},
+            result=gettext("payment %(status)s, order PAID, one ledger entry")
+            % {"status": payment.status},
             at_s=settled_at_s,
         )
     _shipment(scene)
@@ -99,9 +102,9 @@ def _notification(scene: Scene, payment: Payment, observed: Observed) -> None:
         scene.record(
             Role.NOTIFICATION,
             "provider",
-            "sends its notification 3 times",
+            gettext("sends its notification 3 times"),
             request="POST /api/v1/callbacks/sandbox/ x3",
-            result="not received yet",
+            result=gettext("not received yet"),
         )
         return
     note = received.order_by("received_at").first()
@@ -111,9 +114,10 @@ def _notification(scene: Scene, payment: Payment, observed: Observed) -> None:
     scene.record(
         Role.NOTIFICATION,
         "provider",
-        "sends its notification 3 times (one notify_id)",
+        gettext("sends its notification 3 times (one notify_id)"),
         request="POST /api/v1/callbacks/sandbox/ x3",
-        result=f"{note.outcome}, answered {note.response_status}",
+        result=gettext("%(outcome)s, answered %(status)s")
+        % {"outcome": note.outcome, "status": note.response_status},
         at_s=observed.notified_at_s,
     )
 
@@ -136,13 +140,16 @@ def _shipment(scene: Scene) -> None:
     scene.record(
         Role.SHIPPED,
         "shop",
-        "fulfils the order",
+        gettext("fulfils the order"),
         request="Celery task fulfil_order, enqueued on commit",
-        result="shipped once" if arrived else "not shipped yet",
-        why="One shipment per order by a unique index: however often the message is "
-        "delivered, it ships once."
+        result=gettext("shipped once") if arrived else gettext("not shipped yet"),
+        why=gettext(
+            "One shipment per order by a unique index: however often the message is "
+            "delivered, it ships once."
+        )
         if arrived
-        else f"No shipment within {scene.wait_s:g} s: is the worker running?",
+        else gettext("No shipment within %(seconds)s s: is the worker running?")
+        % {"seconds": f"{scene.wait_s:g}"},
         at_s=scene.seconds(shipment.created_at) if shipment is not None else None,
     )
 
@@ -170,18 +177,22 @@ def story_books(scene: Scene, observed: Observed, *, later: list[TallyRow], char
     captured = [c for c in wallet.charges if c.status is ChargeStatus.SUCCESS] if wallet else []
     net = wallet.charged_total - wallet.refunded_total if wallet else 0
     observed.tally = [
-        TallyRow("paid orders", Order.objects.filter(pk=order.pk, status="PAID").count(), 1),
         TallyRow(
-            "capture ledger entries (debits)",
+            gettext("paid orders"), Order.objects.filter(pk=order.pk, status="PAID").count(), 1
+        ),
+        TallyRow(
+            gettext("capture ledger entries (debits)"),
             LedgerEntry.objects.filter(order=order, kind=LedgerEntry.Kind.CAPTURE).count(),
             1,
         ),
-        TallyRow("shipments", Shipment.objects.filter(order=order).count(), 1),
+        TallyRow(gettext("shipments"), Shipment.objects.filter(order=order).count(), 1),
         *later,
-        TallyRow("successful charges at the provider", len(captured), charges),
-        TallyRow("provider: charged - refunded (minor units)", net, order.amount),
+        TallyRow(gettext("successful charges at the provider"), len(captured), charges),
+        TallyRow(gettext("provider: charged - refunded (minor units)"), net, order.amount),
     ]
     try:
         observed.audit = audit_run(provider=provider)
     except Exception as error:  # said in words; the tally above still stands
-        observed.audit_note = f"The audit could not run: {type(error).__name__}."
+        observed.audit_note = gettext("The audit could not run: %(error)s") % {
+            "error": type(error).__name__
+        }

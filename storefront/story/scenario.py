@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils.translation import gettext
 from rest_framework.authtoken.models import Token
 
 from onceshop_client import new_key
@@ -59,15 +60,18 @@ def sign_in(scene: Scene) -> None:
     form = {"username": username, "password": password}
     signed_in = scene.ask(lambda: visitor.send("POST", path, form=form))
     if not signed_in.ok:
-        raise StoryUnavailable(f"The new customer could not sign in: {signed_in.summary}.")
+        raise StoryUnavailable(
+            gettext("The new customer could not sign in: %(answer)s.")
+            % {"answer": signed_in.summary}
+        )
     scene.token = str(signed_in.body["token"])
     scene.record(
         Role.SIGN_IN,
         "customer",
-        f"{username}, a new customer, signs in",
+        gettext("%(username)s, a new customer, signs in") % {"username": username},
         request=f"POST {path}",
-        result=f"{signed_in.status} token issued",
-        why="A fresh user, so the books at the end show only what this story did.",
+        result=gettext("%(status)s token issued") % {"status": signed_in.status},
+        why=gettext("A fresh user, so the books at the end show only what this story did."),
     )
 
 
@@ -85,12 +89,14 @@ def script_provider(scene: Scene) -> None:
     scene.record(
         Role.SCRIPT,
         "operator",
-        "scripts the provider for the next charge",
+        gettext("scripts the provider for the next charge"),
         request="POST /sandbox/v1/faults timeout_after_commit, callback_duplicates x3",
-        result=f"{armed.status} armed",
-        why=f"The provider will charge, then answer after {delay:.1f} s, later than the "
-        f"shop waits ({settings.PROVIDER_TIMEOUT_S:.1f} s); and it will send its "
-        "notification 3 times.",
+        result=gettext("%(status)s armed") % {"status": armed.status},
+        why=gettext(
+            "The provider will charge, then answer after %(delay)s s, later than the shop "
+            "waits (%(timeout)s s); and it will send its notification 3 times."
+        )
+        % {"delay": f"{delay:.1f}", "timeout": f"{settings.PROVIDER_TIMEOUT_S:.1f}"},
     )
 
 
@@ -108,7 +114,9 @@ def pay_twice_then_gateway(scene: Scene) -> None:
         target=lambda: first.append(scene.ask(lambda: first_click.pay(number, key=key))),
         name="story-first-click",
     )
-    scene.record(Role.CLICK, "customer", "clicks Pay", request=request, result="sent")
+    scene.record(
+        Role.CLICK, "customer", gettext("clicks Pay"), request=request, result=gettext("sent")
+    )
     clicking.start()
     # The page spins: wait until the shop holds the key (it is asking the provider),
     # seen the way any client can, through GET /api/v1/idempotency-keys/{key}/.
@@ -123,7 +131,7 @@ def pay_twice_then_gateway(scene: Scene) -> None:
     scene.record(
         Role.DOUBLE_CLICK,
         "customer",
-        "clicks Pay again while the page spins (a double click)",
+        gettext("clicks Pay again while the page spins (a double click)"),
         request=request,
         answer=second,
     )
@@ -131,7 +139,7 @@ def pay_twice_then_gateway(scene: Scene) -> None:
     scene.record(
         Role.CLICK_ANSWER,
         "shop",
-        "answers the first click",
+        gettext("answers the first click"),
         request=request,
         answer=first[0],
     )
@@ -140,7 +148,8 @@ def pay_twice_then_gateway(scene: Scene) -> None:
     scene.record(
         Role.GATEWAY_RETRY,
         "gateway",
-        f"retries the timed-out request {scene.gateway_delay_s:g} s later, same key",
+        gettext("retries the timed-out request %(seconds)s s later, same key")
+        % {"seconds": f"{scene.gateway_delay_s:g}"},
         request=request,
         answer=retried,
     )
@@ -148,10 +157,10 @@ def pay_twice_then_gateway(scene: Scene) -> None:
     scene.record(
         Role.RELOAD,
         "customer",
-        "reloads the page, which resends the same key",
+        gettext("reloads the page, which resends the same key"),
         request=request,
         answer=again,
-        why="The page keeps the key until an answer is final.",
+        why=gettext("The page keeps the key until an answer is final."),
     )
 
 
@@ -176,8 +185,8 @@ def _pick_product(scene: Scene) -> dict[str, Any]:
     listed = scene.ask(lambda: visitor.send("GET", path))
     if not listed.ok or not isinstance(listed.body, dict):
         raise StoryUnavailable(
-            f"{scene.base_url} answered {listed.status} for the catalogue: is OnceShop "
-            "running there?"
+            gettext("%(url)s answered %(status)s for the catalogue: is OnceShop running there?")
+            % {"url": scene.base_url, "status": listed.status}
         )
     products = [
         p
@@ -185,7 +194,9 @@ def _pick_product(scene: Scene) -> dict[str, Any]:
         if p["stock"] > 1 and p["price"] <= settings.SANDBOX_WALLET_START // 2
     ]
     if not products:
-        raise StoryUnavailable("Nothing is in stock: run `.venv/bin/python manage.py seed_demo`.")
+        raise StoryUnavailable(
+            gettext("Nothing is in stock: run `.venv/bin/python manage.py seed_demo`.")
+        )
     return min(products, key=lambda p: (p["price"], p["sku"]))
 
 
@@ -193,8 +204,11 @@ def _operator_token(scene: Scene) -> str:
     user = get_user_model().objects.filter(username=scene.operator, is_staff=True).first()
     if user is None:
         raise StoryUnavailable(
-            f"There is no staff user '{scene.operator}' to script the provider's faults: "
-            "run `.venv/bin/python manage.py seed_demo` (make demo does)."
+            gettext(
+                "There is no staff user '%(user)s' to script the provider's faults: run "
+                "`.venv/bin/python manage.py seed_demo` (make demo does)."
+            )
+            % {"user": scene.operator}
         )
     token, _ = Token.objects.get_or_create(user=user)
     return str(token.key)

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from onceshop_client import Line, OnceShopClient, Reply, new_key
 from storefront.answers import Answer
@@ -137,13 +138,15 @@ def place_order(scene: Scene) -> str:
     scene.record(
         Role.ORDER,
         "customer",
-        f"places an order for 1 x {product['name']}",
+        gettext("places an order for 1 x %(product)s") % {"product": product["name"]},
         request=f"POST {reverse('order-list')} · Idempotency-Key {short_key(key)}",
         answer=created,
-        why="The checkout generated one key for this checkout intent.",
+        why=gettext("The checkout generated one key for this checkout intent."),
     )
     if created.status != 201:
-        raise StoryUnavailable(f"The order was not created: {created.summary}.")
+        raise StoryUnavailable(
+            gettext("The order was not created: %(answer)s.") % {"answer": created.summary}
+        )
     return str(created.body["number"])
 
 
@@ -153,7 +156,10 @@ def script_faults(scene: Scene, *faults: dict[str, Any]) -> Answer:
     answers += [scene.to_provider("POST", "/v1/faults", fault) for fault in faults]
     failed = next((answer for answer in answers if not answer.ok), None)
     if failed is not None:
-        raise StoryUnavailable(f"The provider's faults could not be set: {failed.summary}.")
+        raise StoryUnavailable(
+            gettext("The provider's faults could not be set: %(answer)s.")
+            % {"answer": failed.summary}
+        )
     return answers[-1]
 
 

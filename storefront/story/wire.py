@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.utils.translation import gettext
+
 from onceshop_client import GaveUp, OnceShopClient, Problem, Reply, RetryPolicy
 from storefront.answers import Answer
 from storefront.client import CONNECT_TIMEOUT_S, read_timeout_s
@@ -58,7 +60,10 @@ def send(request: Callable[[], Reply[Any]], *, who: str, where: str) -> Answer:
             return answer_of(gave_up.last_reply)
         error = type(gave_up.last_error).__name__
         raise StoryUnavailable(
-            f"The {who} at {where} is not reachable ({error}). Start it with `make demo` "
-            "(and run the story with the same PORT), or point SHOP_BASE_URL / "
-            "PROVIDER_BASE_URL at it."
+            gettext(
+                "The %(who)s at %(where)s is not reachable (%(error)s). Start it with `make "
+                "demo` (and run the story with the same PORT), or point SHOP_BASE_URL / "
+                "PROVIDER_BASE_URL at it."
+            )
+            % {"who": gettext(who), "where": where, "error": error}
         ) from gave_up

@@ -3,6 +3,7 @@
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_GET
 
 from storefront.access import may_see_books, refused
@@ -14,7 +15,7 @@ LIVE_SECTIONS = {
     "books-tables": "storefront/_books_tables.html",
     "books-waiting": "storefront/_books_waiting.html",
 }
-REFUSED = "The books are for staff, or for anyone logged in while the demo runs."
+REFUSED = gettext_noop("The books are for staff, or for anyone logged in while the demo runs.")
 
 
 @require_GET

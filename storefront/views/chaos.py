@@ -5,6 +5,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 
 from storefront.access import chaos_required, is_staff, staff_required, user_id
@@ -27,10 +28,10 @@ from storefront.client import ShopUnreachable
 from storefront.errors import ChaosUnavailable
 from storefront.forms import FaultForm
 from storefront.redelivery import (
-    REDELIVERY_WHAT_SHOULD_HAPPEN,
     chaos_redelivery_kill,
     chaos_redelivery_start,
     redelivery_attempts,
+    redelivery_what_should_happen,
 )
 from storefront.selectors import active_faults
 
@@ -55,7 +56,7 @@ def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: An
         "burst_pool": BURST_POOL,
         "visibility_timeout_s": visibility_timeout_s(),
         "is_staff": is_staff(request.user),
-        "redelivery_explained": REDELIVERY_WHAT_SHOULD_HAPPEN,
+        "redelivery_explained": redelivery_what_should_happen(),
         **result,
     }
     run_id = str(context.get("run_id") or request.GET.get("run", ""))
@@ -67,8 +68,10 @@ def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: An
         context["refresh"] = context["running"] or not context["attempts"]
         killed = request.GET.get("killed", "")
         if killed.isdigit():
-            context["done"] = f"Sent SIGKILL to pid {killed}, the pool process running the task."
-            context["expect"] = REDELIVERY_WHAT_SHOULD_HAPPEN
+            context["done"] = gettext(
+                "Sent SIGKILL to pid %(pid)s, the pool process running the task."
+            ) % {"pid": killed}
+            context["expect"] = redelivery_what_should_happen()
     return render(request, "storefront/chaos.html", context)
 
 
@@ -84,7 +87,9 @@ def panel(request: HttpRequest) -> HttpResponse:
 def fault_arm(request: HttpRequest) -> HttpResponse:
     mode = request.POST.get("mode", "")
     if mode not in FAULT_MODE_BY_NAME:
-        return _panel(request, failed=f"There is no fault mode called {mode!r}.")
+        return _panel(
+            request, failed=gettext("There is no fault mode called %(mode)r.") % {"mode": mode}
+        )
     form = FaultForm(request.POST, mode=mode)
     if not form.is_valid():
         return _panel(request, bound=form)
@@ -98,7 +103,8 @@ def fault_arm(request: HttpRequest) -> HttpResponse:
     fault = FAULT_MODE_BY_NAME[data["mode"]]
     return _panel(
         request,
-        done=f"{fault.label} is on for the next {data['count']} charge(s).",
+        done=gettext("%(fault)s is on for the next %(count)s charge(s).")
+        % {"fault": gettext(fault.label), "count": data["count"]},
         expect=fault.what_should_happen,
     )
 
@@ -110,8 +116,8 @@ def fault_clear(request: HttpRequest) -> HttpResponse:
     cleared = chaos_fault_clear()
     return _panel(
         request,
-        done=f"All faults are off ({cleared} cleared).",
-        expect="The provider behaves again.",
+        done=gettext("All faults are off (%(cleared)s cleared).") % {"cleared": cleared},
+        expect=gettext_noop("The provider behaves again."),
     )
 
 
@@ -145,7 +151,8 @@ def kill_worker(request: HttpRequest) -> HttpResponse:
         return _panel(request, failed=str(error))
     return _panel(
         request,
-        done=f"Sent SIGKILL to the worker (pid {pid}) and its pool processes.",
+        done=gettext("Sent SIGKILL to the worker (pid %(pid)s) and its pool processes.")
+        % {"pid": pid},
         expect=KILL_WHAT_SHOULD_HAPPEN,
     )
 

@@ -8,6 +8,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
 from orders.models import Order
@@ -99,8 +100,13 @@ def _label(request: HttpRequest) -> str:
     """ "Click 2", "Click 1 (retry 3, same key)", or "Pay" for the plain form."""
     click, retry = _number(request.POST.get("click")), _number(request.POST.get("retry"))
     if click is None:
-        return "Pay"
-    return f"Click {click}" + (f" (retry {retry}, same key)" if retry else "")
+        return gettext("Pay")
+    if retry:
+        return gettext("Click %(click)s (retry %(retry)s, same key)") % {
+            "click": click,
+            "retry": retry,
+        }
+    return gettext("Click %(click)s") % {"click": click}
 
 
 @require_POST
@@ -113,7 +119,7 @@ def order_pay(request: HttpRequest, number: str) -> HttpResponse:
                     "status": 401,
                     "summary": "401 not-authenticated",
                     "retry_same_key": False,
-                    "why": "Your session has ended: log in again. Nothing was attempted.",
+                    "why": gettext("Your session has ended: log in again. Nothing was attempted."),
                 },
                 status=401,
             )
@@ -155,7 +161,7 @@ def order_refund(request: HttpRequest, number: str) -> HttpResponse:
         answer = order_refund_submit(
             user_id=user_id(request), order_number=number, key=key, amount=amount, reason=""
         )
-    order_answer_record(request, order=order, label="Refund", answer=answer, key=key)
+    order_answer_record(request, order=order, label=gettext("Refund"), answer=answer, key=key)
     order.refresh_from_db()
     return render_order(
         request,

@@ -5,6 +5,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET
 
 from storefront.access import may_use_chaos, user_id
@@ -72,8 +73,10 @@ def checkout(request: HttpRequest) -> HttpResponse:
             # A missing or altered token: never consumed, never a key; a fresh form.
             answer = Answer.from_error(
                 CheckoutTokenInvalid(
-                    "This checkout form's token was altered or is missing. Nothing was "
-                    "ordered: here is a fresh form."
+                    gettext(
+                        "This checkout form's token was altered or is missing. Nothing was "
+                        "ordered: here is a fresh form."
+                    )
                 )
             )
             return _render_home(request, answer=answer)
@@ -92,7 +95,7 @@ def checkout(request: HttpRequest) -> HttpResponse:
         order_answer_record(
             request,
             order=order,
-            label="Checkout",
+            label=gettext("Checkout"),
             answer=answer,
             key=form.cleaned_data["checkout_token"],
         )

@@ -8,6 +8,12 @@
 (function () {
   "use strict";
 
+  // The sentences, in the page's language (base.html's script-messages island).
+  var MESSAGES = JSON.parse(document.getElementById("script-messages").textContent);
+  function say(name, values) {
+    return MESSAGES[name].replace(/%\((\w+)\)s/g, function (_, key) { return String(values[key]); });
+  }
+
   function status(root, text) {
     var line = root.querySelector("[data-live-status]") || document.querySelector("[data-live-status]");
     if (line) { line.textContent = text; }
@@ -41,10 +47,12 @@
         })
         .then(function (data) {
           apply(data);
-          status(root, "Live: updated " + new Date().toLocaleTimeString() + ".");
+          status(root, say("live_updated", {
+            time: new Date().toLocaleTimeString(document.documentElement.lang || undefined)
+          }));
         })
         .catch(function (error) {
-          status(root, "Live updates paused (" + error.message + "); retrying.");
+          status(root, say("live_paused", { error: error.message }));
         })
         .then(function () { window.setTimeout(tick, every); });
     }

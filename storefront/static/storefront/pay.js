@@ -22,9 +22,14 @@
   var MAX_RETRIES = 8;
   var requests = 0;
   var answered = 0;  // answers received so far: the server may answer click 2 first
-  var ORDINALS = ["1st", "2nd", "3rd"];
 
-  function ordinal(n) { return ORDINALS[n - 1] || n + "th"; }
+  // The sentences, in the page's language (base.html's script-messages island).
+  var MESSAGES = JSON.parse(document.getElementById("script-messages").textContent);
+  function say(name, values) {
+    return MESSAGES[name].replace(/%\((\w+)\)s/g, function (_, key) { return String(values[key]); });
+  }
+
+  function ordinal(n) { return MESSAGES.ordinals[n - 1] || say("nth", { n: n }); }
 
   function backoffSeconds(retry, retryAfter) {
     var ceiling = Math.min(CAP_S, BASE_S * Math.pow(2, retry));
@@ -54,9 +59,9 @@
     var badge = document.createElement("span");
     badge.className = "badge " + freshness.replace(" ", "-");
     badge.textContent = {
-      "replayed": "replayed · Idempotent-Replayed: true",
-      "fresh": "fresh · Idempotent-Replayed: false",
-      "not stored": "not stored · nothing was kept for this key"
+      "replayed": say("replayed", {}) + " · Idempotent-Replayed: true",
+      "fresh": say("fresh", {}) + " · Idempotent-Replayed: false",
+      "not stored": say("not_stored", {})
     }[freshness];
     line.appendChild(status);
     line.appendChild(document.createTextNode(" "));
@@ -68,7 +73,7 @@
     if (answer.note) {
       var note = document.createElement("p");
       note.className = "note";
-      note.textContent = "It " + answer.note + ".";
+      note.textContent = answer.note;
       box.appendChild(note);
     }
     item.appendChild(box);
@@ -99,17 +104,16 @@
     var started = Date.now();
     function tick() {
       var seconds = ((Date.now() - started) / 1000).toFixed(0);
-      item.textContent = title + ": sent; waiting for the provider (up to " + timeoutS +
-        " s; the shop holds the key meanwhile)… " + seconds + " s";
+      item.textContent = say("waiting", { title: title, timeout: timeoutS, seconds: seconds });
     }
     tick();
     return window.setInterval(tick, 1000);
   }
 
   function send(form, key, click, retry) {
-    var label = "Click " + click;
-    var title = retry ? label + " (retry " + retry + ", same key)" : label;
-    var item = addEntry(title + ": sent…");
+    var label = say("click", { click: click });
+    var title = retry ? say("click_retry", { label: label, retry: retry }) : label;
+    var item = addEntry(say("sent", { title: title }));
     var ticking = waiting(item, title, form.getAttribute("data-provider-timeout") || "?");
     var body = new URLSearchParams();
     body.set("idempotency_key", key);
@@ -133,25 +137,25 @@
             status: response.status,
             retry_same_key: again,
             retry_after: parseFloat(response.headers.get("Retry-After")) || 0,
-            why: again
-              ? "An unexpected answer (not JSON). Retrying with the same key."
-              : "An unexpected answer (not JSON). Reload the page; nothing is charged twice."
+            why: again ? say("not_json_retry", {}) : say("not_json_final", {})
           };
         });
       })
       .then(function (answer) {
         window.clearInterval(ticking);
         answered += 1;
-        var box = showAnswer(item, title + " (answered " + ordinal(answered) + ")", answer);
+        var box = showAnswer(
+          item, say("answered", { title: title, ordinal: ordinal(answered) }), answer
+        );
         if (answer.retry_same_key && retry < MAX_RETRIES) {
           var wait = backoffSeconds(retry, answer.retry_after);
           var note = document.createElement("p");
-          note.textContent = "Retrying with the same key in " + wait.toFixed(1) + " s.";
+          note.textContent = say("retry_in", { seconds: wait.toFixed(1) });
           box.appendChild(note);
           window.setTimeout(function () { send(form, key, click, retry + 1); }, wait * 1000);
         } else if (answer.retry_same_key) {
           var stop = document.createElement("p");
-          stop.textContent = "Stopped retrying. The reconciler settles it; reload to see.";
+          stop.textContent = say("stopped", {});
           box.appendChild(stop);
         } else {
           refresh();
@@ -161,8 +165,7 @@
         window.clearInterval(ticking);
         // No answer at all (network): it may or may not have arrived. Same key again.
         var wait = backoffSeconds(retry, 0);
-        item.textContent = title + ": no answer (network). Retrying with the same key in " +
-          wait.toFixed(1) + " s.";
+        item.textContent = say("no_answer", { title: title, seconds: wait.toFixed(1) });
         if (retry < MAX_RETRIES) {
           window.setTimeout(function () { send(form, key, click, retry + 1); }, wait * 1000);
         }
