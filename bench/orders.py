@@ -174,9 +174,20 @@ class HttpFigures:
     replay: Throughput
     hot_first: Throughput
     hot_off: Throughput
+    floor: Throughput
 
     def all(self) -> list[Throughput]:
-        return [self.first, self.replay, self.off, self.hot_first, self.hot_off]
+        return [self.first, self.replay, self.off, self.hot_first, self.hot_off, self.floor]
+
+
+def key_reads(token: str, keys: list[list[str]]) -> RequestFactory:
+    """The framework floor: ``GET /api/v1/idempotency-keys/{key}/``, an authenticated,
+    throttled DRF endpoint doing one indexed read (each client its own keys)."""
+    return lambda client, n: HttpRequest(
+        method="GET",
+        path=f"/api/v1/idempotency-keys/{keys[client][n % len(keys[client])]}/",
+        headers={"Authorization": f"Token {token}"},
+    )
 
 
 def http_scenarios(ctx: BenchContext, catalogue: Catalogue) -> HttpFigures:
@@ -226,8 +237,14 @@ def http_scenarios(ctx: BenchContext, catalogue: Catalogue) -> HttpFigures:
             "orders: replay (same key again)",
             replays(ctx.token, spread, keys),
         )
+        floor = run(
+            on,
+            "framework_floor",
+            "framework floor: GET /api/v1/idempotency-keys/{key}/",
+            key_reads(ctx.token, keys),
+        )
     return HttpFigures(
-        first=first, off=layer_off, replay=replay, hot_first=hot_first, hot_off=hot_off
+        first=first, off=layer_off, replay=replay, hot_first=hot_first, hot_off=hot_off, floor=floor
     )
 
 
@@ -272,6 +289,19 @@ def throughput_metrics(http: HttpFigures, raw: Throughput) -> list[Metric]:
             "x",
             OVERHEAD_TARGET,
             "overhead = 1 - value",
+        ),
+        Metric(
+            "first_vs_floor",
+            "first-time req/s / framework floor req/s",
+            ratio(http.first.per_second, http.floor.per_second),
+            "x",
+            note="the floor: same auth and throttle, one indexed read",
+        ),
+        Metric(
+            "replay_vs_floor",
+            "replay req/s / framework floor req/s",
+            ratio(http.replay.per_second, http.floor.per_second),
+            "x",
         ),
         Metric(
             "first_vs_raw_sql",

@@ -31,6 +31,9 @@ elif PEER == "django-idempotency-key":
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
     IDEMPOTENCY_KEY = {
+        # Its default answers a repeated key with 409 and the stored body; None
+        # replays the stored status too, as the other contenders do.
+        "CONFLICT_STATUS_CODE": None,
         "STORAGE": {"CLASS": "idempotency_key.storage.CacheKeyStorage"},
         "LOCK": {
             "CLASS": "idempotency_key.locks.redis.MultiProcessRedisLock",

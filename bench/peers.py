@@ -22,7 +22,9 @@ view although another with the same key was already running. With the layer
 off, OnceShop's own unique index on (user, key) of orders is still under the
 view: a duplicate the package lets through is stopped there with 409
 ``idempotency-key-reused`` instead of making a second order, so those 409s are
-what the package let through.
+what the package let through. Last, client 0's finished key is sent again by
+another user and with no credentials at all: a 2xx there hands one customer's
+stored answer to someone else.
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ import subprocess
 import threading
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.client import HTTPConnection
 from pathlib import Path
 
 from bench import appserver
 from bench.context import BenchContext, Section, Suite, SuiteResult
 from bench.database import ROOT
-from bench.fixtures import seed_product
+from bench.fixtures import create_payers, seed_product
 from bench.harness import HttpRequest, RequestFactory, measure
 from bench.markdown import table
 from bench.orders import PATH, order_body
@@ -133,19 +135,29 @@ def request(token: str, key: str, sku: str) -> HttpRequest:
     )
 
 
-def fresh(token: str, skus: list[str]) -> RequestFactory:
-    return lambda client, _n: request(token, str(uuid.uuid4()), skus[client % len(skus)])
+def fresh(tokens: list[str], skus: list[str]) -> RequestFactory:
+    return lambda client, _n: request(tokens[client], str(uuid.uuid4()), skus[client])
 
 
-def precreate(token: str, port: int, skus: list[str], clients: int) -> list[list[str]]:
-    """Keys whose order exists, per client, made one at a time (no lock contention)."""
-    keys: list[list[str]] = [[] for _ in range(clients)]
+def send(port: int, r: HttpRequest) -> tuple[int, bytes]:
     conn = HTTPConnection(appserver.HOST, port, timeout=30)
     try:
-        for client in range(clients):
+        conn.request(r.method, r.path, body=r.body, headers=dict(r.headers))
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+    finally:
+        conn.close()
+
+
+def precreate(tokens: list[str], port: int, skus: list[str]) -> list[list[str]]:
+    """Keys whose order exists, per client, made one at a time (no lock contention)."""
+    keys: list[list[str]] = [[] for _ in tokens]
+    conn = HTTPConnection(appserver.HOST, port, timeout=30)
+    try:
+        for client, token in enumerate(tokens):
             for _ in range(REPLAY_KEYS_PER_CLIENT):
                 key = str(uuid.uuid4())
-                r = request(token, key, skus[client % len(skus)])
+                r = request(token, key, skus[client])
                 conn.request(r.method, r.path, body=r.body, headers=dict(r.headers))
                 answer = conn.getresponse()
                 answer.read()
@@ -158,10 +170,20 @@ def precreate(token: str, port: int, skus: list[str], clients: int) -> list[list
     return keys
 
 
-def replays(token: str, skus: list[str], keys: list[list[str]]) -> RequestFactory:
+def replays(tokens: list[str], skus: list[str], keys: list[list[str]]) -> RequestFactory:
     return lambda client, n: request(
-        token, keys[client][n % len(keys[client])], skus[client % len(skus)]
+        tokens[client], keys[client][n % len(keys[client])], skus[client]
     )
+
+
+def stranger_replays(port: int, tokens: list[str], key: str, sku: str) -> int:
+    """Client 0's finished key and body, sent by client 1 and by nobody at all:
+    how many of the two get client 0's stored answer (a 2xx)."""
+    stranger = request(tokens[1], key, sku)
+    anonymous = replace(
+        stranger, headers={k: v for k, v in stranger.headers.items() if k != "Authorization"}
+    )
+    return sum(1 for r in (stranger, anonymous) if 200 <= send(port, r)[0] < 300)
 
 
 # --- 100 identical requests at once --------------------------------------------------------
@@ -219,10 +241,11 @@ class Result:
     replay: Throughput
     replay_orders: int  # orders made during the replay scenario: must be 0
     same_key: SameKey
+    stranger_replays: int  # of 2: another user's, and no credentials
 
 
 def measure_contender(
-    ctx: BenchContext, contender: Contender, bin_dir: Path, skus: list[str]
+    ctx: BenchContext, contender: Contender, bin_dir: Path, skus: list[str], tokens: list[str]
 ) -> Result:
     env = appserver.app_env(
         database_url=ctx.database_url,
@@ -246,13 +269,14 @@ def measure_contender(
                 database_url=ctx.database_url,
             )
 
-        first = run("first-time", fresh(ctx.token, skus))
-        keys = precreate(ctx.token, server.port, skus, ctx.options.clients)
+        first = run("first-time", fresh(tokens, skus))
+        keys = precreate(tokens, server.port, skus)
         before = Order.objects.count()
-        replay = run("replay", replays(ctx.token, skus, keys))
+        replay = run("replay", replays(tokens, skus, keys))
         replay_orders = Order.objects.count() - before
-        same_key = same_key_at_once(ctx.token, server.port, skus[0])
-    return Result(contender, first, replay, replay_orders, same_key)
+        same_key = same_key_at_once(tokens[0], server.port, skus[0])
+        strangers = stranger_replays(server.port, tokens, keys[0][0], skus[0])
+    return Result(contender, first, replay, replay_orders, same_key, strangers)
 
 
 def run(ctx: BenchContext) -> SuiteResult:
@@ -261,7 +285,10 @@ def run(ctx: BenchContext) -> SuiteResult:
     skus = [f"{SKU_PREFIX}{i + 1}" for i in range(ctx.options.clients)]
     for sku in skus:
         seed_product(sku)
-    results = [measure_contender(ctx, c, bin_dir, skus) for c in CONTENDERS]
+    # A user per client, each buying its own product: many customers, no shared row
+    # or per-user lock (the open-orders cap) between two clients.
+    tokens = [p.token for p in create_payers(prefix="bench-peer", count=ctx.options.clients)]
+    results = [measure_contender(ctx, c, bin_dir, skus, tokens) for c in CONTENDERS]
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
@@ -308,6 +335,7 @@ def comparison_section(results: list[Result]) -> Section:
             str(r.same_key.orders),
             str(r.same_key.let_through),
             ", ".join(f"{k}: {v}" for k, v in sorted(r.same_key.statuses.items())),
+            f"{r.stranger_replays} of 2",
         ]
         for r in results
     ]
@@ -323,6 +351,7 @@ def comparison_section(results: list[Result]) -> Section:
         f"{SAME_KEY_REQUESTS} at once: orders",
         "let through to the view",
         "answers",
+        "stored answer served to another user / no credentials",
     ]
     return Section("Side by side (same endpoint, database, gunicorn)", table(headers, rows))
 
