@@ -146,7 +146,10 @@ def drain(
             if not batch:
                 break
             counts["claimed"] += len(batch)
-            answers = list(pool.map(_answer_or_error(ask), batch)) if ask else [None] * len(batch)
+            # Lazily, in batch order: the first answers are applied while later
+            # questions are still out. (A question whose row is then handed back is
+            # asked again next time: reads and fences are safe to repeat.)
+            answers = pool.map(_answer_or_error(ask), batch) if ask else [None] * len(batch)
             settled_ids: list[int] = []
             for index, (row, answer) in enumerate(zip(batch, answers, strict=True)):
                 if clock() >= deadline:
