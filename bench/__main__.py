@@ -10,58 +10,20 @@ target prints MISS); correctness is asserted by the test suite.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
 import time
-from pathlib import Path
 
 from bench import database, inprocess
-from bench.context import BenchContext, Options, SuiteResult
+from bench.context import BenchContext, Options, SuiteResult, parse_options
 from bench.report import RunReport, load_average, machine_info, markdown, write
-
-OUT_DIR = Path(__file__).resolve().parent / "out"
-DEFAULT_SECONDS, QUICK_SECONDS = 10.0, 2.0
-DEFAULT_WARMUP_S, QUICK_WARMUP_S = 2.0, 0.5
-CLIENTS = 16
-PROFILE_ITERATIONS, QUICK_PROFILE_ITERATIONS = 300, 30
-
-
-def parse_options(argv: list[str], environ: dict[str, str]) -> Options:
-    """Options from the command line; ``BENCH_SECONDS`` overrides the measured period."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 s per scenario: a smoke run")
-    parser.add_argument(
-        "--suite", action="append", default=[], help="run only this suite (repeatable)"
-    )
-    args = parser.parse_args(argv)
-    default = QUICK_SECONDS if args.quick else DEFAULT_SECONDS
-    seconds = float(environ.get("BENCH_SECONDS") or default)
-    if seconds <= 0:
-        parser.error("BENCH_SECONDS must be positive")
-    return Options(
-        measure_s=seconds,
-        warmup_s=QUICK_WARMUP_S if args.quick else DEFAULT_WARMUP_S,
-        clients=CLIENTS,
-        profile_iterations=QUICK_PROFILE_ITERATIONS if args.quick else PROFILE_ITERATIONS,
-        quick=args.quick,
-        suites=tuple(args.suite),
-    )
+from bench.standalone import OUT_DIR, service_urls
 
 
 def command_line(argv: list[str], environ: dict[str, str]) -> str:
     prefix = f"BENCH_SECONDS={environ['BENCH_SECONDS']} " if environ.get("BENCH_SECONDS") else ""
     return prefix + shlex.join(["python", "-m", "bench", *argv])
-
-
-def service_urls() -> tuple[str, str]:
-    """DATABASE_URL and REDIS_URL, starting the embedded servers for those unset."""
-    if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-        from config.embedded import ensure_environment
-
-        ensure_environment()  # stops what it started when this process exits
-    return os.environ["DATABASE_URL"], os.environ["REDIS_URL"]
 
 
 def prepare(options: Options) -> BenchContext:

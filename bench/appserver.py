@@ -52,10 +52,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def gunicorn_command(port: int) -> list[str]:
-    """The deployment's server: gthread, 2 workers x 8 threads (as ``make demo``)."""
+def gunicorn_command(port: int, bin_dir: str | None = None) -> list[str]:
+    """The deployment's server: gthread, 2 workers x 8 threads (as ``make demo``);
+    from another virtualenv's ``bin_dir`` when given (the peers suite's)."""
     return [
-        os.path.join(os.path.dirname(sys.executable), "gunicorn"),
+        os.path.join(bin_dir or os.path.dirname(sys.executable), "gunicorn"),
         "config.wsgi:application",
         "--worker-class",
         "gthread",
@@ -129,12 +130,14 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def gunicorn(*, name: str, env: Mapping[str, str], log_dir: Path) -> Iterator[Server]:
+def gunicorn(
+    *, name: str, env: Mapping[str, str], log_dir: Path, bin_dir: str | None = None
+) -> Iterator[Server]:
     """Run gunicorn until the block ends (normally, by error or by Ctrl-C)."""
     port, log_path = free_port(), log_dir / f"gunicorn-{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            gunicorn_command(port),
+            gunicorn_command(port, bin_dir),
             cwd=ROOT,
             env=dict(env),
             stdout=log,

@@ -7,6 +7,7 @@ suite's result the same way, so adding a scenario never touches the report.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +16,33 @@ from pathlib import Path
 from bench.appserver import Server, app_env, gunicorn
 from bench.harness import Drive
 from bench.stats import Metric, Throughput
+
+DEFAULT_SECONDS, QUICK_SECONDS = 10.0, 2.0
+DEFAULT_WARMUP_S, QUICK_WARMUP_S = 2.0, 0.5
+CLIENTS = 16
+PROFILE_ITERATIONS, QUICK_PROFILE_ITERATIONS = 300, 30
+
+
+def parse_options(argv: list[str], environ: dict[str, str]) -> Options:
+    """Options from the command line; ``BENCH_SECONDS`` overrides the measured period."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 s per scenario: a smoke run")
+    parser.add_argument(
+        "--suite", action="append", default=[], help="run only this suite (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    default = QUICK_SECONDS if args.quick else DEFAULT_SECONDS
+    seconds = float(environ.get("BENCH_SECONDS") or default)
+    if seconds <= 0:
+        parser.error("BENCH_SECONDS must be positive")
+    return Options(
+        measure_s=seconds,
+        warmup_s=QUICK_WARMUP_S if args.quick else DEFAULT_WARMUP_S,
+        clients=CLIENTS,
+        profile_iterations=QUICK_PROFILE_ITERATIONS if args.quick else PROFILE_ITERATIONS,
+        quick=args.quick,
+        suites=tuple(args.suite),
+    )
 
 
 @dataclass(frozen=True)

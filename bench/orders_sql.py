@@ -97,26 +97,19 @@ def order_create_script(fixture: OrderFixture) -> str:
 \\set sku_number :slot + 1
 \\set price {fixture.price:d}
 BEGIN;
-INSERT INTO idempotency_idempotencykey
-    (user_id, key, fingerprint, method, path, recovery_point, lock_token, locked_at,
-     response_body, response_headers, resource_type, created_at)
-    VALUES (:user_id, {KEY_SQL}, {FINGERPRINT}, 'POST', {path}, 'started',
-     gen_random_uuid(), now(), '', '{{}}', '', now())
-    RETURNING id AS key_id, lock_token \\gset
-INSERT INTO orders_order (number, user_id, status, amount, currency, idempotency_key, created_at)
-    VALUES ({NUMBER_SQL}, :user_id, 'UNPAID', :price, {currency}, {KEY_SQL}, now())
+INSERT INTO orders_order
+    (number, user_id, status, amount, refunded_amount, currency, idempotency_key, created_at)
+    VALUES ({NUMBER_SQL}, :user_id, 'UNPAID', :price, 0, {currency}, {KEY_SQL}, now())
     RETURNING id AS order_id \\gset
 INSERT INTO orders_orderline (order_id, product_id, sku, unit_price, quantity)
     VALUES (:order_id, :product_id, {sku}, :price, 1);
 INSERT INTO orders_inventorymovement (product_id, order_id, kind, quantity, created_at)
     VALUES (:product_id, :order_id, 'RESERVE', -1, now());
 UPDATE orders_product SET stock = stock - 1 WHERE id = :product_id AND stock >= 1;
-UPDATE idempotency_idempotencykey
-    SET recovery_point = 'finished', response_status = 201,
-        response_body = {_response_body(fixture)},
-        response_headers = {_response_headers(fixture)},
-        resource_type = 'order', resource_id = :order_id, finished_at = now(),
-        lock_token = NULL, locked_at = NULL
-    WHERE id = :key_id AND lock_token = :lock_token;
+INSERT INTO idempotency_idempotencykey
+    (user_id, key, fingerprint, method, path, recovery_point, response_status,
+     response_body, response_headers, resource_type, resource_id, created_at, finished_at)
+    VALUES (:user_id, {KEY_SQL}, {FINGERPRINT}, 'POST', {path}, 'finished', 201,
+     {_response_body(fixture)}, {_response_headers(fixture)}, 'order', :order_id, now(), now());
 COMMIT;
 """

@@ -208,6 +208,97 @@ def measure_with_provider(
     return Loaded(throughput=throughput, provider_cpu=cpu / (monotonic() - started))
 
 
+REFUND_BODY = b'{"reason": "bench"}'  # the whole amount: the order becomes REFUNDED
+
+
+def refund_request(*, token: str, number: str, key: str, replayed: bool) -> HttpRequest:
+    return HttpRequest(
+        method="POST",
+        path=f"/api/v1/orders/{number}/refunds/",
+        body=REFUND_BODY,
+        headers={
+            "Authorization": f"Token {token}",
+            "Content-Type": "application/json",
+            "Idempotency-Key": key,
+        },
+        expect_headers={"Idempotent-Replayed": "true" if replayed else "false"},
+    )
+
+
+@dataclass
+class RefundPlan:
+    """Client i refunds its own paid orders in turn (``sent`` as in ``PayPlan``)."""
+
+    payers: list[Payer]
+    paid: list[list[str]]
+    sent: list[list[tuple[str, str]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.sent = [[] for _ in self.payers]
+
+    def out_of_orders(self) -> int:
+        return sum(
+            1 for sent, paid in zip(self.sent, self.paid, strict=True) if len(sent) >= len(paid)
+        )
+
+
+def fresh_refunds(plan: RefundPlan) -> RequestFactory:
+    """Each client refunds its next PAID order in full with a new key."""
+
+    def factory(client: int, n: int) -> HttpRequest | None:
+        if n >= len(plan.paid[client]):
+            return None
+        number, key = plan.paid[client][n], str(uuid.uuid4())
+        plan.sent[client].append((number, key))
+        token = plan.payers[client].token
+        return refund_request(token=token, number=number, key=key, replayed=False)
+
+    return factory
+
+
+def replayed_refunds(plan: RefundPlan) -> RequestFactory:
+    """Client i re-sends its own finished refunds, round and round."""
+    keys = [key for sent in plan.sent for _, key in sent]
+    done = set(
+        IdempotencyKey.objects.filter(
+            key__in=keys, recovery_point=RecoveryPoint.FINISHED, response_status=200
+        ).values_list("key", flat=True)
+    )
+    finished = [[(n, k) for n, k in sent if k in done] for sent in plan.sent]
+    if not all(finished):
+        raise RuntimeError("a client has no finished refund to replay: see the refund errors")
+
+    def factory(client: int, n: int) -> HttpRequest | None:
+        number, key = finished[client][n % len(finished[client])]
+        token = plan.payers[client].token
+        return refund_request(token=token, number=number, key=key, replayed=True)
+
+    return factory
+
+
+def refund_scenarios(
+    ctx: BenchContext, servers: Servers, plan: PayPlan
+) -> tuple[Loaded, Loaded, RefundPlan]:
+    """Refund the orders the pay scenario paid, then replay those refunds."""
+    paid = [[number for number, _ in done] for done in finished_pays(plan)]
+    refunds = RefundPlan(payers=plan.payers, paid=paid)
+    first = measure_with_provider(
+        ctx,
+        servers,
+        name="refund_first",
+        label="refund: first-time (provider round trip)",
+        factory=fresh_refunds(refunds),
+    )
+    replay = measure_with_provider(
+        ctx,
+        servers,
+        name="refund_replay",
+        label="refund: replay (same key again)",
+        factory=replayed_refunds(refunds),
+    )
+    return first, replay, refunds
+
+
 def http_scenarios(ctx: BenchContext, servers: Servers, plan: PayPlan) -> tuple[Loaded, Loaded]:
     """Pay with fresh keys, then replay the pays that finished."""
     pay = measure_with_provider(
@@ -254,6 +345,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         shop_and_provider(ctx, queue=queue) as servers,
     ):
         pay, replay = http_scenarios(ctx, servers, plan)
+        refund, refund_replay, refunds = refund_scenarios(ctx, servers, plan)
         local = in_process(
             servers.provider_url,
             payers[-1],
@@ -263,9 +355,27 @@ def run(ctx: BenchContext) -> SuiteResult:
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        throughputs=[pay.throughput, replay.throughput],
+        throughputs=[
+            pay.throughput,
+            replay.throughput,
+            refund.throughput,
+            refund_replay.throughput,
+        ],
         metrics=[
             *throughput_metrics(pay, replay),
+            Metric(
+                "refund_replay_vs_first",
+                "refund replay / first-time req/s",
+                ratio(refund_replay.throughput.per_second, refund.throughput.per_second),
+                "x",
+            ),
+            Metric(
+                "refund_out_of_orders",
+                "clients that ran out of paid orders to refund",
+                refunds.out_of_orders(),
+                note="the refund scenario refunds what the pay scenario paid; "
+                "a client out of them stops early and its rate is low",
+            ),
             *query_metrics(local, pinned_constant(QUERY_BUDGET_TEST.read_text(), "PAY_QUERIES")),
             *check_metrics(plan),
         ],

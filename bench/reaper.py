@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.context import BenchContext, Section, Suite, SuiteResult
 from bench.markdown import table
-from bench.reconcile_pass import standalone
+from bench.standalone import standalone
 from bench.stats import Metric, Target
 
 EXPIRED, QUICK_EXPIRED = 1_000_000, 100_000

@@ -33,18 +33,17 @@ import secrets
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psycopg
-
-from bench import database, inprocess
-from bench.context import BenchContext, Options, Section, Suite, SuiteResult
+from bench.appserver import Server
+from bench.context import BenchContext, Section, Suite, SuiteResult
+from bench.harness import HttpRequest, measure
 from bench.markdown import table
-from bench.stats import Metric, Target
+from bench.standalone import standalone
+from bench.stats import Metric, Target, Throughput, ratio
 
 if TYPE_CHECKING:  # Django models and the provider import only after django.setup()
     from payments.providers import PaymentProvider
@@ -61,9 +60,9 @@ AMOUNT = 1999
 # of the demo or the tests must see the bench's orders.
 BENCH_QUEUE = "onceshop-bench-reconcile"
 STANDALONE_DATABASE = "onceshop_bench_reconcile"
-OUT_DIR = Path(__file__).resolve().parent / "out"
 
 PER_ATTEMPT_TARGET = Target("<=", 0)  # the difference between the two batch sizes
+CEILING_TARGET = Target(">=", 0.5)  # attempts/s over the provider's own queries/s
 
 
 # --- Seeding --------------------------------------------------------------------------------------
@@ -218,20 +217,43 @@ class TimedPass:
     attempts: int
     seconds: float
     counts: dict[str, int]
+    concurrency: int
+
+
+def provider_ceiling(ctx: BenchContext, server: Server, refs: list[str]) -> Throughput:
+    """The sandbox alone answering ``GET /sandbox/v1/charges/{ref}`` to 16 keep-alive
+    clients: the most queries/s the provider gives on this machine, the pass's ceiling."""
+    from django.conf import settings
+
+    headers = {"Authorization": f"Bearer {settings.PROVIDER_API_KEY}"}
+
+    def factory(client: int, n: int) -> HttpRequest:
+        ref = refs[(client * 7919 + n) % len(refs)]
+        return HttpRequest("GET", f"/sandbox/v1/charges/{ref}", headers=headers)
+
+    return measure(
+        name="provider_query_ceiling",
+        label="provider alone: GET /sandbox/v1/charges/{ref}",
+        server=server,
+        factory=factory,
+        plan=ctx.drive,
+        database_url=ctx.database_url,
+    )
 
 
 def timed_pass(
-    *, ctx: BenchContext, provider: PaymentProvider, attempts: int, limit_s: float
+    *, provider: PaymentProvider, attempts: int, limit_s: float, concurrency: int
 ) -> TimedPass:
-    """One pass over ``attempts`` attempts, timed, nothing captured."""
+    """One pass over the seeded attempts, timed, nothing captured."""
     import dataclasses
 
     from reconcile.services import payments
 
-    seed_unknown_attempts(user_id=ctx.user_id, count=attempts, tag="T")
     started = time.perf_counter()
-    counts = payments.run_once(provider=provider, budget_s=limit_s)
-    return TimedPass(attempts, time.perf_counter() - started, dataclasses.asdict(counts))
+    counts = payments.run_once(provider=provider, budget_s=limit_s, concurrency=concurrency)
+    return TimedPass(
+        attempts, time.perf_counter() - started, dataclasses.asdict(counts), concurrency
+    )
 
 
 def run(ctx: BenchContext) -> SuiteResult:
@@ -241,6 +263,9 @@ def run(ctx: BenchContext) -> SuiteResult:
 
 
 def run_sized(ctx: BenchContext, *, attempts: int, limit_s: float) -> SuiteResult:
+    from django.conf import settings
+
+    from payments.models import Payment
     from reconcile.services import payments
 
     with ctx.server("reconcile-sandbox") as server, reconciler_settings(ctx.redis_url):
@@ -253,33 +278,71 @@ def run_sized(ctx: BenchContext, *, attempts: int, limit_s: float) -> SuiteResul
             counted_pass(ctx=ctx, provider=provider, batch_size=size, tag=f"Q{size}")
             for size in COUNTED_BATCH_SIZES
         ]
-        timed = timed_pass(ctx=ctx, provider=provider, attempts=attempts, limit_s=limit_s)
+        # The same work twice: one question at a time (as before), then concurrently.
+        timed = []
+        for tag, concurrency in (("S", 1), ("T", settings.RECONCILE_CONCURRENCY)):
+            ids = seed_unknown_attempts(user_id=ctx.user_id, count=attempts, tag=tag)
+            if concurrency > 1:
+                refs = list(
+                    Payment.objects.filter(pk__in=ids[::2]).values_list("out_trade_no", flat=True)
+                )
+                ceiling = provider_ceiling(ctx, server, refs)
+            timed.append(
+                timed_pass(
+                    provider=provider, attempts=attempts, limit_s=limit_s, concurrency=concurrency
+                )
+            )
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        metrics=metrics(counted, timed),
-        sections=[counted_section(counted), outcome_section(timed)],
+        throughputs=[ceiling],
+        metrics=metrics(counted, timed, ceiling),
+        sections=[counted_section(counted), *(outcome_section(t) for t in timed)],
     )
 
 
 # --- Figures --------------------------------------------------------------------------------------
 
 
-def metrics(counted: list[CountedPass], timed: TimedPass) -> list[Metric]:
-    processed = sum(timed.counts[k] for k in ("rolled_forward", "rolled_back", "already_settled"))
+def _settled(timed: TimedPass) -> int:
+    return sum(timed.counts[k] for k in ("rolled_forward", "rolled_back", "already_settled"))
+
+
+def metrics(
+    counted: list[CountedPass], timed: list[TimedPass], ceiling: Throughput
+) -> list[Metric]:
     small, large = counted
+    serial, concurrent = timed
+    rates = [_settled(t) / t.seconds for t in timed]
     return [
         Metric(
-            "reconcile_attempts_per_s",
-            f"attempts/s, one pass over {timed.attempts:,} (half charged)",
-            processed / timed.seconds,
-            note=f"{processed:,} settled in {timed.seconds:.1f} s, 1 reconciler",
+            "provider_query_ceiling",
+            "provider ceiling: queries/s, 16 keep-alive clients",
+            ceiling.per_second,
+            note="the sandbox's gunicorn alone, same run",
+        ),
+        *(
+            Metric(
+                f"reconcile_attempts_per_s_c{t.concurrency}",
+                f"attempts/s, one pass over {t.attempts:,}, {t.concurrency} question(s) at once",
+                rate,
+                note=f"{_settled(t):,} settled in {t.seconds:.1f} s",
+            )
+            for t, rate in zip(timed, rates, strict=True)
         ),
         Metric(
-            "reconcile_ms_per_attempt",
-            "ms per attempt (provider calls included)",
-            timed.seconds * 1000 / max(processed, 1),
-            "ms",
+            "reconcile_vs_ceiling",
+            f"attempts/s ({concurrent.concurrency} at once) / provider ceiling",
+            ratio(rates[1], ceiling.per_second),
+            "x",
+            CEILING_TARGET,
+            "an attempt costs 1.5 provider calls on average (half need the fence)",
+        ),
+        Metric(
+            "reconcile_concurrent_vs_serial",
+            "attempts/s, concurrent / one at a time",
+            ratio(rates[1], rates[0]),
+            "x",
         ),
         *(
             Metric(
@@ -296,6 +359,12 @@ def metrics(counted: list[CountedPass], timed: TimedPass) -> list[Metric]:
             abs(large.per_attempt - small.per_attempt),
             target=PER_ATTEMPT_TARGET,
             note="0: the cost of an attempt does not grow with the batch",
+        ),
+        Metric(
+            "reconcile_ms_per_attempt",
+            "ms per attempt, serial pass (provider calls included)",
+            serial.seconds * 1000 / max(_settled(serial), 1),
+            "ms",
         ),
     ]
 
@@ -324,75 +393,11 @@ def counted_section(counted: list[CountedPass]) -> Section:
 
 def outcome_section(timed: TimedPass) -> Section:
     rows = [[name, f"{value:,}"] for name, value in timed.counts.items()]
-    return Section("Outcome of the timed pass", table(["count", "value"], rows))
+    title = f"Outcome of the timed pass, {timed.concurrency} question(s) at once"
+    return Section(title, table(["count", "value"], rows))
 
 
 SUITE = Suite(name="reconcile", title="Reconcile pass (unknown payments)", run=run)
-
-
-# --- Standalone -----------------------------------------------------------------------------------
-
-
-def standalone(
-    *,
-    name: str,
-    database_name: str,
-    argv: list[str],
-    suite_run: Callable[[BenchContext, argparse.Namespace], SuiteResult],
-) -> int:
-    """Run one suite alone on its own database: create, migrate, run, print, drop.
-
-    Shared by ``bench.reaper``. Prints the same Markdown as ``make bench``.
-    """
-    from bench.__main__ import service_urls
-    from bench.report import RunReport, load_average, machine_info, markdown
-
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}")
-    parser.add_argument("--quick", action="store_true", help="a smaller run")
-    parser.add_argument("--size", type=int, default=None, help="how many rows / attempts")
-    args = parser.parse_args(argv)
-    started = time.monotonic()
-    server_url, redis_url = service_urls()
-    url = database.with_database(server_url, database_name)
-    maintenance = database.libpq_uri(database.with_database(server_url, "postgres"))
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{database_name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{database_name}"')
-    try:
-        print(f"bench: migrating {database_name} ...", flush=True)
-        database.migrate(url)
-        inprocess.setup_django(database_url=url, redis_url=redis_url)
-        user_id, token = inprocess.create_bench_user()
-        # Only ``quick`` matters to these suites: they drive no HTTP load of their own.
-        options = Options(
-            measure_s=0, warmup_s=0, clients=1, profile_iterations=0, quick=args.quick
-        )
-        OUT_DIR.mkdir(exist_ok=True)
-        ctx = BenchContext(
-            options=options,
-            database_url=url,
-            redis_url=redis_url,
-            out_dir=OUT_DIR,
-            user_id=user_id,
-            token=token,
-        )
-        machine = machine_info(database.server_version(url))
-        result = suite_run(ctx, args)
-        inprocess.close_connections()
-        report = RunReport(
-            command=" ".join(["python", "-m", f"bench.{name}", *argv]),
-            options=options,
-            machine=machine,
-            suites=[result],
-            wall_s=time.monotonic() - started,
-            load_average_after=load_average(),
-        )
-        print("\n" + markdown(report))
-    finally:
-        inprocess.close_connections()
-        with psycopg.connect(maintenance, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database_name}" WITH (FORCE)')
-    return 0
 
 
 def _standalone_run(ctx: BenchContext, args: argparse.Namespace) -> SuiteResult:

@@ -9,13 +9,14 @@ Importing this module imports Django models: only after ``django.setup()``.
 
 from __future__ import annotations
 
-from bench import callbacks, orders, pay, reaper, reconcile_pass
+from bench import callbacks, orders, pay, peers, reaper, reconcile_pass
 from bench.context import Suite
 
 SUITES: list[Suite] = [
     orders.SUITE,
     pay.SUITE,
     callbacks.SUITE,
+    peers.SUITE,
     # The two slow ones last: 10,000 unknown attempts, then a million expired keys.
     reconcile_pass.SUITE,
     reaper.SUITE,

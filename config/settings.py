@@ -196,6 +196,11 @@ RECONCILE_BACKOFF_CAP_S = env_int("RECONCILE_BACKOFF_CAP_S", 3600)
 # A pass stops taking new work after this long, so a task ends well inside
 # CELERY_TASK_TIME_LIMIT; what is left waits for the next beat.
 RECONCILE_PASS_BUDGET_S = env_int("RECONCILE_PASS_BUDGET_S", 240)
+# Provider questions the reconciler asks at once (query, close), each on its own
+# kept-alive connection, none while holding a transaction or a row lock. Bounded:
+# the provider is a third party with its own limits; 16 reached about half of the
+# sandbox's ceiling in `make bench` on 2 cores.
+RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
 # The single-runner lock outlives the longest pass (the task's hard time limit) with
 # a margin, so it never expires under a live runner; a killed runner's lock frees
 # itself after this long.

@@ -49,6 +49,7 @@ from idempotency.errors import (
     UnknownRecoveryPoint,
 )
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from idempotency.sql import record_find, record_insert
 
 __all__ = [
     "KeyRequest",
@@ -116,6 +117,14 @@ def canonical_json(body: Any) -> str:
     )
 
 
+def answer_json(body: Any) -> str:
+    """The stored answer's text: encoded once, and sent as is to the first request
+    and to every replay (the same bytes). Compact, as DRF renders JSON."""
+    return json.dumps(
+        body, cls=DjangoJSONEncoder, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
 def fingerprint(*, method: str, path: str, body: Any) -> str:
     """SHA-256 over method, route and canonical body.
 
@@ -157,7 +166,7 @@ def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
     Raises 422 on a fingerprint mismatch and 409 while another request holds it.
     """
     now = timezone.now()
-    record = IdempotencyKey.objects.filter(user_id=request.user_id, key=request.key).first()
+    record = record_find(user_id=request.user_id, key=request.key)
     if record is None:
         _count_new_key(user_id=request.user_id)
         return IdempotencyKey(
@@ -249,7 +258,7 @@ def _apply(record: IdempotencyKey, result: PhaseResult) -> dict[str, Any]:
             changes = {
                 "recovery_point": RecoveryPoint.FINISHED,
                 "response_status": result.status,
-                "response_body": json.dumps(result.body, cls=DjangoJSONEncoder),
+                "response_body": answer_json(result.body),
                 "response_headers": result.headers,
                 "resource_type": result.resource_type,
                 "resource_id": result.resource_id,
@@ -262,45 +271,77 @@ def _apply(record: IdempotencyKey, result: PhaseResult) -> dict[str, Any]:
     return changes
 
 
-def atomic_phase(record: IdempotencyKey, work: Callable[[], PhaseResult]) -> None:
+def atomic_phase(
+    record: IdempotencyKey, work: Callable[[], PhaseResult], *, insert_first: bool = True
+) -> None:
     """Run ``work`` and record its result in one transaction.
 
     A final ``ApplicationError`` (out of stock, declined, not payable) becomes the
-    stored response: the savepoint undoes the phase's partial writes, and the
-    error is committed as the answer, so a retry gets the same 4xx. Anything else
-    propagates, the transaction rolls back, and the record stays where it was.
+    stored response: the phase's transaction rolls back whole (its partial
+    business writes with it), and a second transaction stores the error as the
+    answer, so a retry gets the same 4xx. Anything else propagates, the
+    transaction rolls back, and the record stays where it was. (One transaction
+    with a savepoint around ``work`` would do the same, at the price of two more
+    round trips on every successful phase: errors are the rare case.)
+
+    A new record is inserted before ``work`` runs (``insert_first``), so a phase
+    that moves to a recovery point commits the record with it. A flow whose one
+    phase always ends in a final answer (``single_phase``) passes False: the
+    record is inserted after the work, finished, in one statement with its
+    answer. Either way the unique (user, key) index makes a concurrent duplicate
+    fail its INSERT once the first commits, which rolls its whole phase back.
     """
+    adding = record._state.adding
+    try:
+        _phase(record, work, insert_first=insert_first)
+    except ApplicationError as error:
+        if not error.final:
+            raise
+        answer = Respond.from_error(error)
+        if adding:  # the rolled-back INSERT (insert_first) left the record unsaved
+            record._state.adding, record.pk = True, None
+        _phase(record, lambda: answer, insert_first=insert_first)
+
+
+def _phase(record: IdempotencyKey, work: Callable[[], PhaseResult], *, insert_first: bool) -> None:
     with transaction.atomic():
-        if record._state.adding and not record.ephemeral:
-            try:
-                record.save(force_insert=True)
-            except IntegrityError as error:
-                # A concurrent request with the same key committed first (our INSERT
-                # waited on its unique index entry). Start over: we will replay it.
-                raise _KeyRaced from error
-        try:
-            with transaction.atomic():  # savepoint: a business error undoes only this
-                result = work()
-        except ApplicationError as error:
-            if not error.final:
-                raise
-            result = Respond.from_error(error)
+        if insert_first and record._state.adding and not record.ephemeral:
+            _insert(record)
+        result = work()
         held_token = record.lock_token  # `_apply` clears it on a final response
         changes = _apply(record, result)
-        if changes and not record.ephemeral:
-            # Fenced on our lock token: if a retry took the record over because we
-            # looked dead, this matches no row and the whole phase rolls back.
-            fenced = IdempotencyKey.objects.filter(pk=record.pk, lock_token=held_token)
-            if not fenced.update(**changes):
-                raise _LockLost
+        if record.ephemeral or not changes:
+            return
+        if record._state.adding:
+            _insert(record)  # one statement: the record with its answer
+            return
+        # Fenced on our lock token: if a retry took the record over because we
+        # looked dead, this matches no row and the whole phase rolls back.
+        fenced = IdempotencyKey.objects.filter(pk=record.pk, lock_token=held_token)
+        if not fenced.update(**changes):
+            raise _LockLost
+
+
+def _insert(record: IdempotencyKey) -> None:
+    try:
+        record_insert(record)
+    except IntegrityError as error:
+        # A concurrent request with the same key committed first (our INSERT waited
+        # on its unique index entry). Start over: we will replay it. Raised inside
+        # the phase's transaction, so everything the phase wrote rolls back with it.
+        raise _KeyRaced from error
 
 
 def single_phase(record: IdempotencyKey, work: Callable[[], PhaseResult]) -> None:
-    """The whole flow of a single-phase action: STARTED -> ``work`` -> FINISHED."""
+    """The whole flow of a single-phase action: STARTED -> ``work`` -> FINISHED.
+
+    ``work`` must end the flow (``Respond``, or a final error): the record is
+    written once, finished, after it (see ``atomic_phase``).
+    """
     while True:
         match record.recovery_point:
             case RecoveryPoint.STARTED:
-                atomic_phase(record, work)
+                atomic_phase(record, work, insert_first=False)
             case RecoveryPoint.FINISHED:
                 return
             case other:
@@ -312,12 +353,20 @@ def single_phase(record: IdempotencyKey, work: Callable[[], PhaseResult]) -> Non
 
 @dataclass(frozen=True)
 class Outcome:
-    """The answer for the client: the stored response, and whether it is a replay."""
+    """The answer for the client: the stored response, and whether it is a replay.
+
+    ``body_text`` is the stored JSON, sent as is; ``body`` parses it for callers
+    that read the answer (the web shop) rather than forward it.
+    """
 
     status: int
-    body: Any
+    body_text: str
     headers: dict[str, str]
     replayed: bool
+
+    @property
+    def body(self) -> Any:
+        return json.loads(self.body_text)
 
 
 def execute(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Outcome:
@@ -339,12 +388,25 @@ def execute(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Outc
             raise IdempotencyKeyInUse(
                 "This request was taken over by a retry with the same key."
             ) from error
+        except Exception:
+            if record._state.adding and not record.ephemeral and _key_exists(request):
+                # A single-phase flow writes its record last: a concurrent duplicate
+                # can fail on a business row's unique index (one order per user and
+                # key) before reaching its own INSERT. The first one has committed
+                # its record by now: look again, and replay it.
+                continue
+            _release(record)
+            raise
         except BaseException:
             _release(record)
             raise
         if not record.is_finished:
             raise RuntimeError(f"flow returned at recovery point {record.recovery_point!r}")
         return _outcome(record, replayed=False)
+
+
+def _key_exists(request: KeyRequest) -> bool:
+    return IdempotencyKey.objects.filter(user_id=request.user_id, key=request.key).exists()
 
 
 # --- Entry points for background work (the completer) ------------------------------
@@ -398,7 +460,7 @@ def _outcome(record: IdempotencyKey, *, replayed: bool) -> Outcome:
     assert record.response_status is not None
     return Outcome(
         status=record.response_status,
-        body=json.loads(record.response_body),
+        body_text=record.response_body,
         headers=dict(record.response_headers),
         replayed=replayed,
     )

@@ -19,11 +19,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import MethodNotAllowed, NotFound
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import current_user_id
@@ -35,6 +35,7 @@ from idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from idempotency.models import IdempotencyKey
 
 HEADER = "Idempotency-Key"
+JSON_CONTENT_TYPE = "application/json"
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 # 1-255 characters that need no escaping anywhere: URLs, logs, sf-strings.
@@ -75,7 +76,7 @@ class IdempotentApi(APIView):
             raise NotFound()  # the record stores the path; one it cannot hold names nothing
         self.idempotency_key = parse_idempotency_key(request.headers.get(HEADER))
 
-    def idempotent(self, request: Request, flow: Callable[[IdempotencyKey], None]) -> Response:
+    def idempotent(self, request: Request, flow: Callable[[IdempotencyKey], None]) -> HttpResponse:
         """Run ``flow`` under the request's key, or replay what it answered before."""
         key_request = KeyRequest(
             user_id=current_user_id(request),
@@ -85,9 +86,14 @@ class IdempotentApi(APIView):
             body=request.data,
         )
         outcome = execute(key_request, flow)
-        response = Response(outcome.body, status=outcome.status, headers=outcome.headers)
-        if outcome.status >= 400:
-            response.content_type = PROBLEM_CONTENT_TYPE
+        # The stored text as it is: the JSON was encoded once, when it was stored, and
+        # a replay sends the same bytes as the first answer.
+        response = HttpResponse(
+            outcome.body_text.encode(),
+            status=outcome.status,
+            headers=outcome.headers,
+            content_type=PROBLEM_CONTENT_TYPE if outcome.status >= 400 else JSON_CONTENT_TYPE,
+        )
         response[REPLAYED_HEADER] = "true" if outcome.replayed else "false"
         return response
 

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny, BasePermission, IsAdminUser
@@ -102,7 +103,7 @@ class OrderListCreateApi(IdempotentApi):
             ),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponse:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         lines = [LineRequest(**line) for line in serializer.validated_data["lines"]]

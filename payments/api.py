@@ -4,10 +4,10 @@ payments/flows.py and payments/refund_flows.py.
 Cancel lives here, beside pay, because both must respect the order's payment
 attempts, which orders/ (a layer below) knows nothing of."""
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.request import Request
-from rest_framework.response import Response
 
 from config.api import current_user_id
 from config.openapi import ProblemSerializer
@@ -49,7 +49,7 @@ class OrderPayApi(IdempotentApi):
             ),
         },
     )
-    def post(self, request: Request, number: str) -> Response:
+    def post(self, request: Request, number: str) -> HttpResponse:
         EmptyInputSerializer(data=request.data).is_valid(raise_exception=True)
         user_id = current_user_id(request)
         # The provider client is made inside the flow: a replay never needs it.
@@ -76,7 +76,7 @@ class OrderCancelApi(IdempotentApi):
             ),
         },
     )
-    def post(self, request: Request, number: str) -> Response:
+    def post(self, request: Request, number: str) -> HttpResponse:
         EmptyInputSerializer(data=request.data).is_valid(raise_exception=True)
         user_id = current_user_id(request)
         return self.idempotent(
@@ -116,7 +116,7 @@ class OrderRefundApi(IdempotentApi):
             ),
         },
     )
-    def post(self, request: Request, number: str) -> Response:
+    def post(self, request: Request, number: str) -> HttpResponse:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         refund_request = RefundRequest(

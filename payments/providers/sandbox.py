@@ -36,6 +36,7 @@ from payments.providers.base import (
     RefundResult,
     WalletStatement,
 )
+from payments.providers.http import keepalive_session
 from payments.providers.sandbox_parsing import (
     parse_charge,
     parse_notification,
@@ -80,7 +81,7 @@ class SandboxProvider:
         self.base_url = base_url
         self.timeout = (timeout_s, timeout_s)  # (connect, read)
         self.webhook_secrets = webhook_secrets
-        self.session = requests.Session()
+        self.session = keepalive_session(pool_size=settings.RECONCILE_CONCURRENCY)
         self.session.headers["Authorization"] = f"Bearer {api_key}"
 
     @classmethod

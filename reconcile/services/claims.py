@@ -19,8 +19,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 from django.db import models
@@ -118,35 +119,57 @@ def drain(
     model: type[R],
     *,
     statuses: Sequence[str],
-    resolve: Callable[[R], str],
+    resolve: Callable[[R, Any], str],
     settled: frozenset[str],
     complete: Callable[[list[int]], int],
     batch_size: int,
     budget_s: float,
     clock: Callable[[], float],
+    ask: Callable[[R], Any] | None = None,
+    concurrency: int = 1,
 ) -> Counter[str]:
     """Claim and resolve due rows, batch by batch, until none is due or time is up.
 
-    ``resolve`` returns what it did (a counter name); rows whose outcome is in
-    ``settled`` are final, and ``complete`` then finishes the requests that made
-    them (returning how many). Rows claimed but not reached in time are handed
-    back, due again at once.
+    ``ask`` (optional) puts a batch's questions to the provider, up to
+    ``concurrency`` at once, in threads that touch no database: nothing is locked
+    or open while they wait. ``resolve`` then applies each row's answer (None
+    without ``ask``) in this thread and returns what it did (a counter name); rows
+    whose outcome is in ``settled`` are final, and ``complete`` then finishes the
+    requests that made them (returning how many). Rows claimed but not reached in
+    time are handed back, due again at once.
     """
     deadline = clock() + budget_s
     counts: Counter[str] = Counter()
-    while clock() < deadline:
-        batch = claim_due(model, statuses=statuses, now=timezone.now(), limit=batch_size)
-        if not batch:
-            break
-        counts["claimed"] += len(batch)
-        settled_ids: list[int] = []
-        for index, row in enumerate(batch):
-            if clock() >= deadline:
-                counts["handed_back"] += hand_back(model, rows=batch[index:])  # type: ignore[arg-type]
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        while clock() < deadline:
+            batch = claim_due(model, statuses=statuses, now=timezone.now(), limit=batch_size)
+            if not batch:
                 break
-            outcome = resolve(row)
-            counts[outcome] += 1
-            if outcome in settled:
-                settled_ids.append(row.pk)
-        counts["completed"] += complete(settled_ids)
+            counts["claimed"] += len(batch)
+            # Lazily, in batch order: the first answers are applied while later
+            # questions are still out. (A question whose row is then handed back is
+            # asked again next time: reads and fences are safe to repeat.)
+            answers = pool.map(_answer_or_error(ask), batch) if ask else [None] * len(batch)
+            settled_ids: list[int] = []
+            for index, (row, answer) in enumerate(zip(batch, answers, strict=True)):
+                if clock() >= deadline:
+                    counts["handed_back"] += hand_back(model, rows=batch[index:])  # type: ignore[arg-type]
+                    break
+                outcome = resolve(row, answer)
+                counts[outcome] += 1
+                if outcome in settled:
+                    settled_ids.append(row.pk)
+            counts["completed"] += complete(settled_ids)
     return counts
+
+
+def _answer_or_error(ask: Callable[[R], Any]) -> Callable[[R], Any]:
+    # An exception in a worker thread is returned as the answer, so ``resolve`` can
+    # treat it as it would have treated it raised in line.
+    def safe(row: R) -> Any:
+        try:
+            return ask(row)
+        except Exception as error:
+            return error
+
+    return safe

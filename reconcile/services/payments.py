@@ -114,19 +114,39 @@ def payment_reconcile(
 
     Called outside any transaction: the provider calls must not hold row locks.
     """
+    return payment_answer_apply(payment=payment, answer=payment_ask(payment, provider), now=now)
+
+
+# What asking the provider about an attempt gave: its account, or why there is none.
+Answer = ChargeResult | Exception
+
+
+def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
+    """The provider's account of an attempt: its query, or the fence's answer.
+
+    HTTP only, no database: the reconciler asks many of these at once in threads.
+    """
+    account = provider.query(out_trade_no=payment.out_trade_no)
+    if account is None:
+        # The provider never saw it. Fence before failing it: after close, no
+        # charge for this attempt can succeed, so FAILED is final. If a charge
+        # got in first, close tells us, and we roll forward instead.
+        account = provider.close(out_trade_no=payment.out_trade_no)
+    return account
+
+
+def payment_answer_apply(
+    *, payment: Payment, answer: Answer, now: datetime | None = None
+) -> Resolution:
+    """Settle an attempt from what ``payment_ask`` gave (raised errors passed as answers)."""
     now = now or timezone.now()
-    try:
-        account = provider.query(out_trade_no=payment.out_trade_no)
-        if account is None:
-            # The provider never saw it. Fence before failing it: after close, no
-            # charge for this attempt can succeed, so FAILED is final. If a charge
-            # got in first, close tells us, and we roll forward instead.
-            account = provider.close(out_trade_no=payment.out_trade_no)
-    except ProviderOutcomeUnknown as error:
-        logger.warning("payment %s: provider unreachable (%s); backing off", payment.pk, error)
+    if isinstance(answer, ProviderOutcomeUnknown):
+        logger.warning("payment %s: provider unreachable (%s); backing off", payment.pk, answer)
         _retry_later(payment=payment, now=now)
         return Resolution.UNREACHABLE
-    resolution = payment_apply_truth(payment_id=payment.pk, account=account)
+    if isinstance(answer, Exception):
+        raise answer
+    resolution = payment_apply_truth(payment_id=payment.pk, account=answer)
     if resolution is Resolution.CONFLICT:
         # Changed nothing, logged. Asking again at backoff pace costs little and
         # notices if the provider corrects itself.
@@ -170,11 +190,11 @@ def _retry_later(*, payment: Payment, now: datetime) -> None:
     retry_later(Payment, row=payment, statuses=UNSETTLED_STATUSES, now=now)
 
 
-def _reconcile_guarded(*, payment: Payment, provider: PaymentProvider) -> Resolution:
+def _apply_guarded(*, payment: Payment, answer: Answer) -> Resolution:
     # One attempt's bug or database hiccup must not stop the others; it is logged
     # and backs off like an unreachable provider, so it cannot spin in a hot loop.
     try:
-        return payment_reconcile(payment=payment, provider=provider)
+        return payment_answer_apply(payment=payment, answer=answer)
     except Exception:
         logger.exception("payment %s: reconciliation failed", payment.pk)
         _retry_later(payment=payment, now=timezone.now())
@@ -186,13 +206,21 @@ def run_once(
     provider: PaymentProvider | None = None,
     batch_size: int = BATCH_SIZE,
     budget_s: float | None = None,
+    concurrency: int | None = None,
 ) -> ReconcileCounts:
-    """Reconcile every due attempt, batch by batch, until none is due or time is up."""
+    """Reconcile every due attempt, batch by batch, until none is due or time is up.
+
+    The provider is asked about a batch's attempts concurrently (RECONCILE_CONCURRENCY
+    at once, on kept-alive connections); the answers are then applied one by one,
+    each in its own short transaction, as before.
+    """
     provider = provider or get_provider()
     counts = drain(
         Payment,
         statuses=UNSETTLED_STATUSES,
-        resolve=lambda payment: _reconcile_guarded(payment=payment, provider=provider).value,
+        ask=lambda payment: payment_ask(payment, provider),
+        resolve=lambda payment, answer: _apply_guarded(payment=payment, answer=answer).value,
+        concurrency=settings.RECONCILE_CONCURRENCY if concurrency is None else concurrency,
         settled=SETTLED,
         complete=lambda ids: complete_requests_for(
             resource_type=PAYMENT_RESOURCE, ids=ids, provider=provider

@@ -142,7 +142,7 @@ def run_once(
     counts = drain(
         Refund,
         statuses=UNSETTLED_REFUND_STATUSES,
-        resolve=lambda refund: _reconcile_guarded(refund=refund, provider=provider).value,
+        resolve=lambda refund, _: _reconcile_guarded(refund=refund, provider=provider).value,
         settled=SETTLED,
         complete=lambda ids: complete_requests_for(
             resource_type=REFUND_RESOURCE, ids=ids, provider=provider

@@ -118,15 +118,15 @@ def test_script_runs_the_writes_of_one_order_in_one_transaction_in_the_apps_orde
         if re.match(r"(BEGIN|COMMIT|INSERT|UPDATE|SELECT)", line)
     ]
 
-    # As order_create: the stock is taken last, so its row lock is held the shortest.
+    # As order_create: the stock is taken last, so its row lock is held the shortest;
+    # then, as single_phase does, the key record, finished, with its answer.
     assert statements == [
         "BEGIN;",
-        "INSERT INTO idempotency_idempotencykey",
         "INSERT INTO orders_order",
         "INSERT INTO orders_orderline",
         "INSERT INTO orders_inventorymovement",
         "UPDATE orders_product SET stock = stock - 1 WHERE id = :product_id AND stock >= 1;",
-        "UPDATE idempotency_idempotencykey",
+        "INSERT INTO idempotency_idempotencykey",
         "COMMIT;",
     ]
 
@@ -134,7 +134,7 @@ def test_script_runs_the_writes_of_one_order_in_one_transaction_in_the_apps_orde
 def test_script_uses_only_variables_it_defines():
     script = order_create_script(FIXTURE)
     defined = set(re.findall(r"^\\set (\w+)", script, re.MULTILINE))
-    defined |= {"key_id", "lock_token", "order_id"}  # RETURNING ... \gset
+    defined |= {"order_id"}  # RETURNING ... \gset
     defined |= {"client_id"}  # pgbench's own: the client's number, from 0
     # pgbench substitutes ":name" anywhere, string literals included; "::" is a cast.
     used = set(re.findall(r"(?<!:):([A-Za-z_]\w*)", script))
@@ -189,7 +189,7 @@ def test_script_keys_and_numbers_are_unique_per_transaction():
     # (user, key), (user, idempotency_key) and number all derive from the transaction id.
     assert script.count("'pgbench-' || pg_current_xact_id()") == 2
     assert script.count("'PGB-' || pg_current_xact_id()") == 3
-    assert "WHERE id = :key_id AND lock_token = :lock_token" in script
+    assert "'finished', 201" in script  # the record is written once, with its answer
 
 
 def test_script_refuses_values_that_would_need_quoting():

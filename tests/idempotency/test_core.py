@@ -195,3 +195,53 @@ def test_finished_record_is_returned_as_is_for_replay(user):
 
     assert (replay.status, replay.body, replay.replayed) == (201, {"ok": 1}, True)
     assert IdempotencyKey.objects.get().recovery_point == RecoveryPoint.FINISHED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicate_that_loses_on_the_order_index_replays_the_first(user, product):
+    # A single-phase flow inserts its record last, with its answer: a duplicate that
+    # looked the key up before the first committed meets the first's order on the
+    # unique (user, key) index of orders, not the first's record.
+    request = KeyRequest(user_id=user.pk, key="k", method="POST", path="/p/", body={})
+    lines = [LineRequest(sku=product.sku, quantity=1)]
+    runs: list[core.Outcome] = []
+
+    def flow(record):
+        if not runs:
+            # Given the first request committing between our lookup and our work
+            runs.append(
+                core.execute(
+                    request, lambda first: order_create_flow(first, user_id=user.pk, lines=lines)
+                )
+            )
+        order_create_flow(record, user_id=user.pk, lines=lines)
+
+    # When our work fails on the order's unique index
+    outcome = core.execute(request, flow)
+
+    # Then we answer the first request's stored result, and one order exists
+    assert outcome.replayed
+    assert (outcome.status, outcome.body_text) == (runs[0].status, runs[0].body_text)
+    assert Order.objects.count() == 1
+    assert IdempotencyKey.objects.filter(key="k").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_single_phase_record_is_written_once_finished_with_its_answer(user):
+    request = KeyRequest(user_id=user.pk, key="k", method="POST", path="/p/", body={})
+    seen_during_work = []
+
+    def flow(record):
+        def work():
+            seen_during_work.append(IdempotencyKey.objects.filter(key="k").exists())
+            return Respond(status=201, body={"ok": 1})
+
+        core.single_phase(record, work)
+
+    outcome = core.execute(request, flow)
+
+    assert seen_during_work == [False]  # nothing inserted before the work
+    stored = IdempotencyKey.objects.get(key="k")
+    assert stored.recovery_point == RecoveryPoint.FINISHED
+    assert stored.response_body == outcome.body_text == '{"ok":1}'
+    assert stored.lock_token is None

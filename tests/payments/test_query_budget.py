@@ -9,12 +9,15 @@ from tests.conftest import new_key
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # One pay, as production runs it. Beyond authentication and the key lookup:
-#   phase 1 (BEGIN, insert key, lock order, savepoints, insert payment, move key, COMMIT),
+#   phase 1 (BEGIN, insert key, the services' savepoints, lock order, insert
+#   payment, move key, COMMIT),
 #   read the attempt before calling the provider (outside any transaction),
-#   phase 2 (BEGIN, read payment, settle: payment UPDATE, ledger INSERT, order
-#   read + conditional UPDATE, read back the order with lines, payments and
-#   refunds for the answer, finish key, savepoints, COMMIT).
-PAY_QUERIES = 31
+#   phase 2 (BEGIN, savepoint, read payment, settle: payment UPDATE, ledger INSERT,
+#   order read + conditional UPDATE, read back the order with lines, payments and
+#   refunds for the answer, finish key, COMMIT). No savepoint of the key layer's
+#   own around either phase's work (idempotency/core.py: a final error rolls the
+#   phase back whole and is stored in a transaction of its own).
+PAY_QUERIES = 27
 REPLAY_QUERIES = 2  # authentication + the key lookup
 
 

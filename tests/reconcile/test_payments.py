@@ -9,6 +9,8 @@ key replays the final answer.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,11 +23,11 @@ from django.utils import timezone
 from idempotency.models import IdempotencyKey
 from orders.models import Order
 from payments.flows import PayPoint
-from payments.models import LedgerEntry, Payment
+from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment
 from payments.providers import get_provider
 from payments.services import provider_idempotency_key
 from reconcile.services import payments as reconcile_payments
-from reconcile.services.claims import backoff_delay_s
+from reconcile.services.claims import backoff_delay_s, drain
 from tests.assertions import assert_paid_once
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
@@ -288,3 +290,41 @@ def test_a_pass_out_of_time_hands_its_unprocessed_claims_back(
     assert Payment.objects.filter(status="UNKNOWN", next_reconcile_at=None).count() == 2
     monkeypatch.undo()
     assert reconcile_payments.run_once().rolled_back == 2  # due again at once
+
+
+def test_a_batch_s_questions_are_asked_at_once_and_answers_applied_in_the_pass_thread(
+    unknown_payment, user, sandbox, due_at_once
+):
+    # Given four due attempts, and questions that can only all return if they are
+    # out at the same time (each waits for the other three)
+    for _ in range(4):
+        unknown_payment(user, charged=False)
+    together = threading.Barrier(4, timeout=10)
+    applied_in: set[int] = set()
+
+    def ask(payment: Payment) -> int:
+        together.wait()
+        return payment.pk
+
+    def resolve(payment: Payment, answer: object) -> str:
+        applied_in.add(threading.get_ident())
+        return "asked_together" if answer == payment.pk else "failed"
+
+    # When one batch of four is drained four questions at a time
+    counts = drain(
+        Payment,
+        statuses=UNSETTLED_STATUSES,
+        ask=ask,
+        resolve=resolve,
+        settled=frozenset(),
+        complete=lambda ids: 0,
+        batch_size=4,
+        budget_s=30,
+        clock=time.monotonic,
+        concurrency=4,
+    )
+
+    # Then every question was answered, and every answer applied here (the database
+    # work never runs in the askers' threads)
+    assert counts["asked_together"] == 4
+    assert applied_in == {threading.get_ident()}
