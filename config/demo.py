@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.embedded import VAR_DIR
@@ -40,6 +40,10 @@ STABLE_AFTER_S = 60.0
 # Ctrl-C gives every child this long to finish what it is doing (gunicorn drains
 # requests, celery a warm shutdown) before its whole process group is killed.
 STOP_GRACE_S = 15.0
+# The worker's counters are served on their own port (docs/operating.md).
+WORKER_METRICS_PORT = os.environ.get("CELERY_METRICS_PORT", str(int(PORT) + 2))
+# One multiprocess metrics directory per process family, each emptied when it starts.
+METRICS_DIR = VAR_DIR / "metrics"
 
 
 def _manage(*args: str) -> None:
@@ -65,9 +69,11 @@ class Child:
     pidfile: Path | None = None
     # Plays the provider: serves /sandbox/ and runs its tasks (SANDBOX_ENABLED).
     provider: bool = False
+    env: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> None:
-        env = {**os.environ, "SANDBOX_ENABLED": "true" if self.provider else "false"}
+        sandbox = "true" if self.provider else "false"
+        env = {**os.environ, "SANDBOX_ENABLED": sandbox, **self.env}
         self.process = subprocess.Popen(self.argv, start_new_session=True, env=env)
         self.started_at = time.monotonic()
         self.restart_at = None
@@ -98,6 +104,8 @@ def _gunicorn(bin_dir: str, port: str) -> list[str]:
     return [
         os.path.join(bin_dir, "gunicorn"),
         "config.wsgi:application",
+        "--config",
+        "python:config.gunicorn",
         "--bind",
         f"127.0.0.1:{port}",
         "--worker-class",
@@ -111,10 +119,19 @@ def _gunicorn(bin_dir: str, port: str) -> list[str]:
     ]
 
 
+def _metrics_dir(family: str) -> dict[str, str]:
+    return {"PROMETHEUS_MULTIPROC_DIR": str(METRICS_DIR / family)}
+
+
 def _children(bin_dir: str) -> list[Child]:
     return [
-        Child("web", _gunicorn(bin_dir, PORT)),
-        Child("provider", _gunicorn(bin_dir, PROVIDER_PORT), provider=True),
+        Child("web", _gunicorn(bin_dir, PORT), env=_metrics_dir("web")),
+        Child(
+            "provider",
+            _gunicorn(bin_dir, PROVIDER_PORT),
+            provider=True,
+            env=_metrics_dir("provider"),
+        ),
         Child(
             "worker",
             [
@@ -131,6 +148,7 @@ def _children(bin_dir: str) -> list[Child]:
             pidfile=WORKER_PIDFILE,
             # One worker for both companies here: it delivers the sandbox's notifications.
             provider=True,
+            env={**_metrics_dir("worker"), "CELERY_METRICS_PORT": WORKER_METRICS_PORT},
         ),
         Child(
             "beat",
@@ -211,6 +229,9 @@ def _stop(children: list[Child]) -> None:
 
 def main() -> int:
     os.environ.setdefault("DEMO_MODE", "true")
+    # A console a person reads: plain lines (still with the request id); LOG_FORMAT=json
+    # shows what production writes.
+    os.environ.setdefault("LOG_FORMAT", "plain")
     os.environ.setdefault("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}")
     os.environ.setdefault("PROVIDER_BASE_URL", f"http://127.0.0.1:{PROVIDER_PORT}/sandbox")
     _manage("migrate", "--no-input", "-v", "0")

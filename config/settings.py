@@ -16,6 +16,7 @@ from config.production import (
     DEVELOPMENT_WEBHOOK_SECRET,
     refuse_unsafe_start,
 )
+from observability.logs import DEFAULT_LOG_FORMAT, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -110,6 +111,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: request ids, the access line and request metrics for every answer; it
+    # also answers /healthz, /readyz and /metrics before anything else runs.
+    "observability.middleware.RequestObservabilityMiddleware",
     "config.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -225,6 +229,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     ),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
+    # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of
+    # the provider's wallet reads low, and a drift is still seen within the hour.
+    "audit-books": _every(900.0, "reconcile.tasks.audit_books"),
 }
 
 # --- Web pages (storefront/) ---------------------------------------------------------
@@ -379,10 +386,16 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
+# --- Operating it (observability/, docs/operating.md) ---------------------------------
+# One JSON object per line (what a log pipeline parses), or `plain` for a console a
+# person reads (`make demo` picks plain). Either way every line carries the request id
+# and what is known of the payment (observability/context.py).
+LOG_FORMAT = env_str("LOG_FORMAT", DEFAULT_LOG_FORMAT)
+LOGGING = logging_config(log_format=LOG_FORMAT, level=env_str("LOG_LEVEL", "INFO"))
+# /metrics: `Authorization: Bearer <METRICS_TOKEN>` once set (any profile); empty =
+# open in the demo, closed in production.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# A Celery worker serves its own counters on this port (0: it does not); the bind
+# address is the worker's own network, never published to the Internet.
+CELERY_METRICS_PORT = env_int("CELERY_METRICS_PORT", 0)
+CELERY_METRICS_BIND = env_str("CELERY_METRICS_BIND", "127.0.0.1")

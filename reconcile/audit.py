@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from django.utils import timezone
 
+from observability import heartbeats
 from payments.providers import PaymentProvider, get_provider
 from reconcile.checks import (
     AuditContext,
@@ -62,4 +63,5 @@ def audit_run(*, provider: PaymentProvider | None = None) -> AuditReport:
         checked, found = check(ctx)
         findings += found
         summary.append(SummaryRow(check=title, checked=checked, problems=len(found)))
+    heartbeats.audit_finished(findings=len(findings))  # the findings gauge and its alert
     return AuditReport(findings=findings, summary=summary)

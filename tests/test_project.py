@@ -60,3 +60,17 @@ def test_the_atomic_requests_setting_stays_off():
     # The idempotency layer owns its transactions; a request-wide one would merge
     # the phases and break the recovery points.
     assert settings.DATABASES["default"]["ATOMIC_REQUESTS"] is False
+
+
+def test_the_image_and_compose_probe_the_health_endpoints():
+    # Liveness in the image (a database outage must not restart every container),
+    # readiness where compose gates on "healthy".
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "HEALTHCHECK" in dockerfile
+    assert "/healthz" in dockerfile
+    assert "python:config.gunicorn" in dockerfile  # the multiprocess metrics hooks
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    for name in ("web", "provider"):
+        assert "/readyz" in " ".join(services[name]["healthcheck"]["test"]), name
+    assert "/healthz" in " ".join(services["worker"]["healthcheck"]["test"])
+    assert services["worker"]["environment"]["CELERY_METRICS_PORT"] == "9540"

@@ -24,6 +24,7 @@ from django.conf import settings
 
 from config.errors import ApplicationError
 from config.strictjson import loads
+from observability import context
 from payments.providers.base import (
     ChargeResult,
     Notification,
@@ -36,6 +37,7 @@ from payments.providers.base import (
     RefundResult,
     WalletStatement,
 )
+from payments.providers.observed import provider_call
 from payments.providers.sandbox_parsing import (
     parse_charge,
     parse_notification,
@@ -97,6 +99,8 @@ class SandboxProvider:
     # --- calls ---------------------------------------------------------------------
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        # The request id goes along, so the provider's log lines carry it too.
+        kwargs["headers"] = {**kwargs.get("headers", {}), **context.outbound_headers()}
         try:
             return self.session.request(
                 method, f"{self.base_url}{path}", timeout=self.timeout, **kwargs
@@ -147,6 +151,7 @@ class SandboxProvider:
         self._same(out_refund_no, result.out_refund_no, "out_refund_no")
         return result
 
+    @provider_call("charge")
     def charge(
         self,
         *,
@@ -173,6 +178,7 @@ class SandboxProvider:
             raise self._refused(response, "charge")
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
+    @provider_call("query")
     def query(self, *, out_trade_no: str) -> ChargeResult | None:
         response = self._call("GET", f"/v1/charges/{out_trade_no}")
         if response.status_code == 404:
@@ -181,6 +187,7 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"query answered HTTP {response.status_code}")
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
+    @provider_call("close")
     def close(self, *, out_trade_no: str) -> ChargeResult:
         response = self._call("POST", f"/v1/charges/{out_trade_no}/close")
         if response.status_code == 409:
@@ -192,6 +199,7 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"close answered HTTP {response.status_code}")
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
+    @provider_call("refund")
     def refund(
         self,
         *,
@@ -218,6 +226,7 @@ class SandboxProvider:
         self._same(out_trade_no, result.out_trade_no, "out_trade_no")
         return result
 
+    @provider_call("query_refund")
     def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
         response = self._call("GET", f"/v1/refunds/{quote(out_refund_no, safe='')}")
         if response.status_code == 404:
@@ -226,6 +235,7 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"refund query answered HTTP {response.status_code}")
         return self._refund_answer(response, out_refund_no=out_refund_no)
 
+    @provider_call("wallet")
     def wallet(self, *, payer: str) -> WalletStatement | None:
         response = self._call("GET", f"/v1/wallets/{quote(payer, safe='')}")
         if response.status_code == 404:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idempotency.services import idempotency_key_reap
+from observability.tracking import reconcile_job
 from reconcile.locks import single_runner
 from reconcile.services import (
     completion,
@@ -63,6 +64,7 @@ JOBS = [
 ]
 
 
+@reconcile_job
 def job_run(job: Job) -> dict[str, Any] | None:
     """Run ``job`` if no other runner is running it; its counts, or None if skipped."""
     with single_runner(name=job.name) as mine:

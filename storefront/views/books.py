@@ -13,6 +13,7 @@ LIVE_SECTIONS = {
     "books-verdict": "storefront/_books_verdict.html",
     "books-tables": "storefront/_books_tables.html",
     "books-waiting": "storefront/_books_waiting.html",
+    "books-gauges": "storefront/_books_gauges.html",
 }
 REFUSED = "The books are for staff, or for anyone logged in while the demo runs."
 
