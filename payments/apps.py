@@ -5,19 +5,25 @@ class PaymentsConfig(AppConfig):
     name = "payments"
 
     def ready(self) -> None:
-        from observability.metrics.gauges import GaugeSpec, register
+        from observability.metrics.gauges import count_and_age_gauges, register
         from payments import selectors
 
-        # The money gauges the alerts watch (docs/operating.md), one line each.
+        # The money gauges the alerts watch (docs/operating.md), two per read: how
+        # many, and how old the oldest is (0 when there is none).
         register(
-            GaugeSpec(
+            *count_and_age_gauges(
                 "onceshop_payments_unresolved",
-                "Payment attempts PENDING or UNKNOWN (the provider's answer is not in yet)",
+                "payment attempt PENDING or UNKNOWN (the provider's answer is not in)",
                 selectors.payments_unresolved,
             ),
-            GaugeSpec(
-                "onceshop_payments_unresolved_oldest_age_seconds",
-                "Age of the oldest PENDING or UNKNOWN payment attempt (0 when there is none)",
-                selectors.payments_unresolved_oldest_age_s,
+            *count_and_age_gauges(
+                "onceshop_refunds_unresolved",
+                "refund attempt PENDING or UNKNOWN (orphan refunds included)",
+                selectors.refunds_unresolved,
+            ),
+            *count_and_age_gauges(
+                "onceshop_orphaned_captures_unrefunded",
+                "orphaned capture whose refund has not succeeded yet",
+                selectors.orphaned_captures_unrefunded,
             ),
         )

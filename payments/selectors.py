@@ -1,30 +1,58 @@
-"""Reads of payments for the operators' gauges (docs/operating.md): indexed and cheap.
+"""Reads of payments and refunds for the operators' gauges (docs/operating.md).
 
 A scrape runs them every 15 seconds or so, and an unhealthy shop is exactly when
-they must stay fast: they read the partial index of unsettled attempts
-(``payment_unsettled_idx``), which holds only the work left to do.
+they must stay fast: unsettled attempts are read off their partial indexes
+(``payment_unsettled_idx`` and its refund twin), which hold only the work left
+to do; orphaned captures are few by nature (a provider settling late and
+contrary) and read off the status.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
 
-from django.db.models import Count, Min
+from django.db.models import Count, Exists, Min, OuterRef, QuerySet
 from django.utils import timezone
 
-from payments.models import UNSETTLED_STATUSES, Payment
+from payments.models import (
+    UNSETTLED_REFUND_STATUSES,
+    UNSETTLED_STATUSES,
+    Payment,
+    PaymentStatus,
+    Refund,
+    RefundAttemptStatus,
+)
 
 
-def _unresolved() -> dict[str, Any]:
-    return Payment.objects.filter(status__in=UNSETTLED_STATUSES).aggregate(
-        n=Count("id"), oldest=Min("created_at")
+def _age_s(oldest: datetime | None) -> float:
+    return (timezone.now() - oldest).total_seconds() if oldest else 0.0
+
+
+def _count_and_age(rows: QuerySet, since: str) -> tuple[float, float]:
+    """How many rows, and the age in seconds of the oldest by ``since`` (0 if none)."""
+    found = rows.aggregate(n=Count("id"), oldest=Min(since))
+    return float(found["n"]), _age_s(found["oldest"])
+
+
+def payments_unresolved() -> tuple[float, float]:
+    """Attempts PENDING or UNKNOWN: how many, and the oldest's age since created."""
+    return _count_and_age(Payment.objects.filter(status__in=UNSETTLED_STATUSES), "created_at")
+
+
+def refunds_unresolved() -> tuple[float, float]:
+    """Refund attempts PENDING or UNKNOWN (orphan refunds included): count, oldest age."""
+    return _count_and_age(
+        Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "created_at"
     )
 
 
-def payments_unresolved() -> float:
-    return float(_unresolved()["n"])
-
-
-def payments_unresolved_oldest_age_s() -> float:
-    oldest = _unresolved()["oldest"]
-    return (timezone.now() - oldest).total_seconds() if oldest else 0.0
+def orphaned_captures_unrefunded() -> tuple[float, float]:
+    """Orphaned captures whose money is not back with the payer yet: count, and the age
+    of the oldest since it was booked (its refund may be in flight or declined)."""
+    refunded = Refund.objects.filter(
+        payment=OuterRef("pk"), order__isnull=True, status=RefundAttemptStatus.SUCCEEDED
+    )
+    return _count_and_age(
+        Payment.objects.filter(status=PaymentStatus.ORPHANED).exclude(Exists(refunded)),
+        "settled_at",
+    )

@@ -54,6 +54,25 @@ GAUGES: list[GaugeSpec] = [
 ]
 
 
+def count_and_age_gauges(
+    name: str, what: str, read: Callable[[], tuple[float, float]]
+) -> tuple[GaugeSpec, GaugeSpec]:
+    """``name`` (how many) and ``name_oldest_age_seconds`` from one read of both.
+
+    ``what`` is the singular of what is counted ("refund attempt PENDING or UNKNOWN").
+    The age is what the alerts bound: a count alone cannot tell a busy minute from
+    one attempt stuck for a day.
+    """
+    return (
+        GaugeSpec(name, f"How many: {what}", lambda: read()[0]),
+        GaugeSpec(
+            f"{name}_oldest_age_seconds",
+            f"Age in seconds of the oldest {what} (0 when there is none)",
+            lambda: read()[1],
+        ),
+    )
+
+
 def register(*specs: GaugeSpec) -> None:
     """Add an app's gauges (idempotent: a second ``ready()`` adds nothing)."""
     GAUGES.extend(spec for spec in specs if spec.name not in {g.name for g in GAUGES})

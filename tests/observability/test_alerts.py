@@ -1,13 +1,19 @@
-"""The alerting rules: each parses, names only metrics /metrics exposes, has a runbook.
+"""The alerting rules: each parses, names only metrics /metrics exposes, has a runbook,
+and fires past its bound and not before.
 
-promtool is not available where these tests run, so PromQL is checked for shape
-only (balanced brackets and quotes, at least one known metric, label names the
-metric really has); `promtool check rules` in a CI that has it checks the rest.
+The last is promtool's job (`promtool check rules`, `promtool test rules` over
+deploy/prometheus/alerts.test.yml): Debian's `prometheus` package ships it and
+CI installs it (.ci/run). Where it is absent the promtool test is skipped, except
+under CI, where it fails: CI never passes without it. The checks that need no
+promtool (names, labels, runbooks, every alert unit-tested) always run.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +26,8 @@ from tests.observability.conftest import Samples
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
+RULE_TESTS = ROOT / "deploy" / "prometheus" / "alerts.test.yml"
+PROMTOOL = shutil.which("promtool")
 RUNBOOK = ROOT / "docs" / "operating.md"
 
 # A metric name with its optional label matchers: onceshop_x{a="b", c=~"d"}
@@ -102,3 +110,28 @@ def test_the_shape_check_catches_what_it_should():
     assert balanced('sum(rate(x{a="(b"}[5m])) > 0')
     assert not balanced("sum(rate(x[5m]) > 0")
     assert not balanced('x{a="b}')
+
+
+def test_every_alert_has_a_promtool_unit_test_that_fires_it():
+    tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    fired = {
+        check["alertname"]
+        for test in tests
+        for check in test["alert_rule_test"]
+        if check.get("exp_alerts")
+    }
+
+    assert {rule["alert"] for rule in rules()} <= fired
+
+
+@pytest.mark.skipif(
+    PROMTOOL is None and not os.environ.get("CI"),
+    reason="needs promtool (Debian's prometheus package; CI installs it)",
+)
+def test_promtool_checks_the_rules_and_each_alert_fires_past_its_bound_only():
+    assert PROMTOOL, "CI must have promtool: .ci/run installs Debian's prometheus package"
+    for command in (["check", "rules", str(RULES)], ["test", "rules", str(RULE_TESTS)]):
+        result = subprocess.run(
+            [PROMTOOL, *command], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from payments.models import Payment
+from payments.models import Payment, Refund
 from reconcile.services.passes import pass_run_once
 from tests.conftest import new_key
 from tests.idempotency.test_behaviour_matrix import plant_locked_record
@@ -155,6 +155,38 @@ def test_a_provider_timeout_is_unknown_and_unresolved_until_reconciled(
     assert value(after, last, job="reconcile-payments") > value(
         before, last, job="reconcile-payments"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refund_timeout_is_an_unresolved_refund_until_reconciled(
+    scrape, refund, fault, paid_order, settings
+):
+    # Given a provider that refunds, then answers after our timeout
+    settings.PROVIDER_TIMEOUT_S = 0.5
+    fault("timeout_after_commit", target="refund", delay_s=1)
+    before = scrape()
+
+    # When the customer asks for a refund
+    assert refund().status_code == 503
+
+    # Then the refund call is counted unknown and the refund is unresolved
+    during = scrape()
+    calls = "onceshop_provider_calls_total"
+    refund_unknown = {"operation": "refund", "outcome": "unknown"}
+    assert value(during, calls, **refund_unknown) == value(before, calls, **refund_unknown) + 1
+    assert value(during, "onceshop_refunds_unresolved") == 1
+    assert value(during, "onceshop_refunds_unresolved_oldest_age_seconds") > 0
+    assert value(during, "onceshop_payments_unresolved") == 0  # the charge is settled
+
+    # When a reconcile pass runs (the attempt is due at once)
+    settings.RECONCILE_AFTER_S = 0
+    pass_run_once()
+
+    # Then the refund is settled and both refund gauges are back to zero
+    after = scrape()
+    assert Refund.objects.get().status == "SUCCEEDED"
+    assert value(after, "onceshop_refunds_unresolved") == 0
+    assert value(after, "onceshop_refunds_unresolved_oldest_age_seconds") == 0
 
 
 @pytest.mark.django_db
