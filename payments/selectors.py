@@ -41,9 +41,7 @@ def payments_unresolved() -> tuple[float, float]:
 
 def refunds_unresolved() -> tuple[float, float]:
     """Refund attempts PENDING or UNKNOWN (orphan refunds included): count, oldest age."""
-    return _count_and_age(
-        Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "created_at"
-    )
+    return _count_and_age(Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "created_at")
 
 
 def orphaned_captures_unrefunded() -> tuple[float, float]:
