@@ -71,8 +71,13 @@ class RequestObservabilityMiddleware:
         self, request: HttpRequest, view: Any, args: Any, kwargs: dict[str, Any]
     ) -> None:
         # The order routes name the order `number`, the provider's routes the attempt's
-        # `out_trade_no`: what the request is about is known from here on.
-        context.bind(order_number=kwargs.get("number"), out_trade_no=kwargs.get("out_trade_no"))
+        # `out_trade_no` or the refund's `out_refund_no`: what the request is about is
+        # known from here on.
+        context.bind(
+            order_number=kwargs.get("number"),
+            out_trade_no=kwargs.get("out_trade_no"),
+            out_refund_no=kwargs.get("out_refund_no"),
+        )
 
     @staticmethod
     def _access_line(

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 
 from config.auth import TokenAuthentication
 from config.fields import StrictIntegerField
+from observability import context
 from sandbox.auth import IsMerchant, MerchantKeyAuthentication
 from sandbox.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from sandbox.models import Fault
@@ -135,6 +136,8 @@ class ChargeCreateApi(MerchantApi):
         key = parse_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        # The provider's lines name the merchant's reference too (one grep follows it).
+        context.bind(out_trade_no=serializer.validated_data["out_trade_no"])
         return answer_response(charge_create(idempotency_key=key, **serializer.validated_data))
 
 
@@ -160,6 +163,10 @@ class RefundCreateApi(MerchantApi):
         key = parse_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        context.bind(
+            out_refund_no=serializer.validated_data["out_refund_no"],
+            out_trade_no=serializer.validated_data["out_trade_no"],
+        )
         return answer_response(refund_create(idempotency_key=key, **serializer.validated_data))
 
 

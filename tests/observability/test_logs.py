@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
+from callbacks.models import ProviderNotification
 from orders.models import Shipment
-from payments.models import Payment
+from payments.models import Payment, Refund
 from payments.services import provider_idempotency_key
 from reconcile.services.passes import pass_run_once
 from tests.conftest import new_key
@@ -98,6 +99,66 @@ def test_one_pay_is_followed_by_one_request_id_and_leaks_no_secret(
         assert secret not in text
 
 
+def test_one_refund_is_followed_by_one_request_id_and_leaks_no_secret(
+    worker, client, refund, fault, paid_order, user, settings, json_logs
+):
+    # Given a paid order and a provider that refunds, answers after our timeout, and
+    # notifies the refund three times
+    worker.wait_for(worker.idle, what="the payment's own tasks")
+    settings.PROVIDER_TIMEOUT_S = 0.5
+    fault("timeout_after_commit", target="refund", delay_s=1)
+    fault("callback_duplicates", target="refund", copies=3)
+    key, request_id = new_key(), f"refund-{uuid.uuid4().hex}"
+    since, shop_since = len(worker.log), len(json_logs())
+
+    # When the customer asks for a refund (with a gateway's request id), the worker
+    # delivers the notifications, and the customer retries with the same key
+    first = client.post(
+        f"/api/v1/orders/{paid_order.number}/refunds/",
+        {},
+        format="json",
+        headers={"Idempotency-Key": key, "X-Request-ID": request_id},
+    )
+    worker.wait_for(
+        lambda: ProviderNotification.objects.filter(event="refund").count() >= 1,
+        what="the refund's notification",
+    )
+    worker.wait_for(worker.idle, what="every copy delivered")
+    retry = refund(key)
+    worker.wait_for(
+        lambda: any("sandbox-refund-create" in line["msg"] for line in json_logs()[shop_since:]),
+        what="the provider's answer to be logged",
+    )
+
+    # Then
+    assert (first.status_code, retry.status_code) == (503, 200)
+    attempt = Refund.objects.get(order=paid_order)
+    lines = json_logs()[shop_since:] + worker_lines(worker, since)
+    # ... every line names the request, the refund or the order
+    for line in lines:
+        assert (
+            line.get("request_id") == request_id
+            or line.get("out_refund_no") == attempt.refund_no
+            or line.get("order_number") == paid_order.number
+        ), line
+    # ... the one request id reached the shop, the provider, the callback and the worker
+    followed = [line for line in lines if line.get("request_id") == request_id]
+    access = {
+        line["msg"].rsplit(" ", 2)[0] for line in followed if line["logger"] == "onceshop.access"
+    }
+    assert {"POST order-refund 503", "POST sandbox-refund-create 200"} <= access, access
+    assert any(
+        line["logger"] == "callbacks.api" and line.get("out_refund_no") == attempt.refund_no
+        for line in followed
+    )
+    ran = {line.get("task") for line in followed if line.get("task")}
+    assert "sandbox.tasks.deliver_notification" in ran, ran
+    # ... and no line carries a secret, a token, a signature or the key
+    text = "\n".join(json.dumps(line) for line in lines)
+    for secret in secrets_of(user, attempt.payment, key):
+        assert secret not in text
+
+
 def test_the_reconcilers_lines_about_a_payment_carry_its_out_trade_no(
     pay, fault, order, settings, json_logs
 ):
@@ -120,3 +181,27 @@ def test_the_reconcilers_lines_about_a_payment_carry_its_out_trade_no(
     assert any("rolled_forward" in line["msg"] for line in about), about
     for line in about:
         assert line.get("out_trade_no") == payment.out_trade_no, line
+
+
+def test_the_reconcilers_lines_about_a_refund_carry_its_out_refund_no(
+    refund, fault, paid_order, settings, json_logs
+):
+    # Given a timed-out refund whose notification never comes
+    settings.PROVIDER_TIMEOUT_S = 0.5
+    fault("timeout_after_commit", target="refund", delay_s=1)
+    fault("callback_drop", target="refund")
+    assert refund().status_code == 503
+    attempt = Refund.objects.get(order=paid_order)
+    since = len(json_logs())
+
+    # When a reconcile pass resolves it
+    settings.RECONCILE_AFTER_S = 0
+    pass_run_once()
+
+    # Then every line it wrote about the refund names it (the provider's side too)
+    about = [
+        line for line in json_logs()[since:] if line["logger"].startswith(("reconcile", "onceshop"))
+    ]
+    assert any("reconciled: refunded" in line["msg"] for line in about), about
+    for line in about:
+        assert line.get("out_refund_no") == attempt.refund_no, line
