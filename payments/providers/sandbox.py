@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from datetime import date
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
 from django.conf import settings
+from urllib3.exceptions import HTTPError
 
 from config.errors import ApplicationError
 from config.strictjson import loads
@@ -34,6 +37,8 @@ from payments.providers.base import (
     ProviderRejected,
     RefundNotification,
     RefundResult,
+    StatementEntry,
+    StatementMalformed,
     WalletStatement,
 )
 from payments.providers.sandbox_parsing import (
@@ -42,6 +47,7 @@ from payments.providers.sandbox_parsing import (
     parse_refund,
     parse_wallet,
 )
+from payments.providers.sandbox_statement import parse_statement
 
 T = TypeVar("T")
 
@@ -233,6 +239,24 @@ class SandboxProvider:
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"wallet answered HTTP {response.status_code}")
         return self._read(response, parse_wallet)
+
+    def statement(self, *, day: date) -> Iterator[StatementEntry]:
+        # Streamed: the body is read as it arrives and parsed line by line, so a day
+        # of millions of lines never sits in memory. The read timeout applies
+        # between chunks, not to the whole download.
+        with self._call("GET", f"/v1/statements/{day.isoformat()}", stream=True) as response:
+            if response.status_code != 200:
+                raise ProviderOutcomeUnknown(f"statement answered HTTP {response.status_code}")
+            response.raw.decode_content = True  # gzip, if a proxy added it
+            # newline="": the csv module sees each line's own ending (RFC 4180 quoting).
+            text = io.TextIOWrapper(response.raw, encoding="utf-8", newline="")  # type: ignore[type-var]
+            try:
+                yield from parse_statement(text, day=day)
+            except UnicodeDecodeError as error:
+                raise StatementMalformed(f"not UTF-8 text: {error}") from error
+            except (requests.RequestException, OSError, HTTPError) as error:
+                # Cut off half-way: what we read is fine, but we do not have the day.
+                raise ProviderOutcomeUnknown(f"statement download broke off: {error}") from error
 
     # --- notifications -------------------------------------------------------------
 
