@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import io
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +22,6 @@ from urllib.parse import quote
 
 import requests
 from django.conf import settings
-from urllib3.exceptions import HTTPError
 
 from config.errors import ApplicationError
 from config.strictjson import loads
@@ -47,7 +45,7 @@ from payments.providers.sandbox_parsing import (
     parse_refund,
     parse_wallet,
 )
-from payments.providers.sandbox_statement import parse_statement
+from payments.providers.sandbox_statement import parse_statement, text_lines
 
 T = TypeVar("T")
 
@@ -72,6 +70,8 @@ SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
 # reference already holds a charge or refund with other terms (money may have
 # moved under it: ask, never guess). All are outcome-unknown.
 MONEY_4XX_WITH_A_MEANING = frozenset({408, 409, 422, 429})
+# The statement is read in pieces of this size: memory stays flat whatever its length.
+STATEMENT_CHUNK_BYTES = 64 * 1024
 
 
 def sign(*, secret: str, timestamp: int, raw_body: bytes) -> str:
@@ -247,14 +247,13 @@ class SandboxProvider:
         with self._call("GET", f"/v1/statements/{day.isoformat()}", stream=True) as response:
             if response.status_code != 200:
                 raise ProviderOutcomeUnknown(f"statement answered HTTP {response.status_code}")
-            response.raw.decode_content = True  # gzip, if a proxy added it
-            # newline="": the csv module sees each line's own ending (RFC 4180 quoting).
-            text = io.TextIOWrapper(response.raw, encoding="utf-8", newline="")  # type: ignore[type-var]
             try:
-                yield from parse_statement(text, day=day)
+                yield from parse_statement(
+                    text_lines(response.iter_content(chunk_size=STATEMENT_CHUNK_BYTES)), day=day
+                )
             except UnicodeDecodeError as error:
                 raise StatementMalformed(f"not UTF-8 text: {error}") from error
-            except (requests.RequestException, OSError, HTTPError) as error:
+            except requests.RequestException as error:
                 # Cut off half-way: what we read is fine, but we do not have the day.
                 raise ProviderOutcomeUnknown(f"statement download broke off: {error}") from error
 

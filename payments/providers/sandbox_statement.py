@@ -10,6 +10,7 @@ of that statement.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import re
 from collections.abc import Iterable, Iterator
@@ -31,6 +32,23 @@ COLUMNS = (
 # A statement lists settled money only; a declined charge or refund moved none.
 SETTLED = "SUCCESS"
 _DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def text_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Bytes as they arrive -> lines of UTF-8 text, each with its own line ending.
+
+    Incremental: a character or a line split across two chunks is joined, and
+    nothing but the current line is held. Raises UnicodeDecodeError.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    rest = ""
+    for chunk in chunks:
+        *lines, rest = (rest + decoder.decode(chunk)).split("\n")
+        for line in lines:
+            yield line + "\n"
+    rest += decoder.decode(b"", final=True)
+    if rest:
+        yield rest
 
 
 def parse_statement(text: Iterable[str], *, day: date) -> Iterator[StatementEntry]:

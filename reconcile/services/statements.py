@@ -143,13 +143,10 @@ def statement_download(
     started = timezone.now()
     try:
         with transaction.atomic():
-            before = StatementLine.objects.filter(statement=statement).count()
-            read = 0
+            read = added = 0
             for chunk in _chunks(provider.statement(day=statement.day), batch_size):
                 read += len(chunk)
-                StatementLine.objects.bulk_create(
-                    [_line(statement, entry) for entry in chunk], ignore_conflicts=True
-                )
+                added += _insert_lines(statement, chunk)
             held = StatementLine.objects.filter(statement=statement).count()
             StatementImport.objects.filter(pk=statement.pk).update(
                 # GREATEST ignores NULL: the first download sets it, a slower older one
@@ -164,22 +161,41 @@ def statement_download(
         StatementImport.objects.filter(pk=statement.pk).update(error=reason[:2000])
         logger.error("statement %s %s not imported: %s", statement.provider, statement.day, reason)
         raise StatementFailed(reason) from error
-    return read, held - before
+    return read, added
 
 
-def _line(statement: StatementImport, entry: StatementEntry) -> StatementLine:
-    return StatementLine(
-        statement=statement,
-        provider=statement.provider,
-        kind=entry.kind.value,
-        line_no=entry.line,
-        provider_id=entry.provider_id,
-        reference=entry.reference,
-        amount=entry.amount,
-        currency=entry.currency,
-        status=entry.status,
-        settled_at=entry.settled_at,
+_LINE_COLUMNS = (
+    "statement_id, provider, kind, line_no, provider_id, reference, amount, currency, "
+    "status, settled_at, outcome, note"
+)
+
+
+def _insert_lines(statement: StatementImport, entries: list[StatementEntry]) -> int:
+    """Insert a chunk of lines in one statement, skipping lines held already; how many
+    were new (the row count of ON CONFLICT DO NOTHING is exactly the rows it wrote)."""
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '')"] * len(entries))
+    params: list[object] = []
+    for entry in entries:
+        params += [
+            statement.pk,
+            statement.provider,
+            entry.kind.value,
+            entry.line,
+            entry.provider_id,
+            entry.reference,
+            entry.amount,
+            entry.currency,
+            entry.status,
+            entry.settled_at,
+            LineOutcome.PENDING.value,
+        ]
+    sql = (
+        f"INSERT INTO reconcile_statementline ({_LINE_COLUMNS}) VALUES {rows} "  # noqa: S608 - placeholders only
+        "ON CONFLICT (provider, kind, provider_id) DO NOTHING"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
