@@ -120,7 +120,7 @@ def test_a_malformed_statement_is_refused_whole_with_its_reason(serve, body, rea
 
 def test_the_command_exits_1_and_says_why(serve):
     serve.body = HEADER + b"payout,T2,P2,100,CNY,SUCCESS,2026-11-30T10:00:00Z\n"
-    with pytest.raises(CommandError, match="statement 2026-11-30 not imported: .*payout"):
+    with pytest.raises(CommandError, match=r"statement 2026-11-30 not imported: .*payout"):
         call_command("reconcile_statement", "--date", "2026-11-30")
 
 
