@@ -133,3 +133,23 @@ def report_lines(report: StatementReport) -> list[str]:
     lines.append(f"open discrepancies of the day: {report.open_discrepancies}")
     lines.append("closed" if report.closed else "NOT closed")
     return lines
+
+
+@dataclass(frozen=True)
+class StatementBooks:
+    """What the books page shows of the statements: the latest days, what is open."""
+
+    reports: list[StatementReport]
+    open_discrepancies: list[StatementDiscrepancy]
+    open_count: int
+
+
+def statement_books(*, days: int = 3, limit: int = 20) -> StatementBooks:
+    """The reports of the latest ``days`` imported days, and the oldest open discrepancies."""
+    latest = StatementImport.objects.order_by("-day").values_list("day", flat=True)[:days]
+    open_ = StatementDiscrepancy.objects.filter(resolved_at__isnull=True)
+    return StatementBooks(
+        reports=[statement_report(day=day) for day in latest],
+        open_discrepancies=list(open_.order_by("opened_at", "id")[:limit]),
+        open_count=open_.count(),
+    )

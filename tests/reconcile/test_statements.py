@@ -8,11 +8,14 @@ downloaded, streamed and parsed as in production.
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.management import call_command
 from django.db.models import Sum
+from django.test import Client
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
@@ -304,3 +307,52 @@ def test_a_day_with_only_refunds(paid_order, refund):
     assert line.reference == Refund.objects.get().refund_no
     refunded = LedgerEntry.objects.filter(kind="refund").aggregate(total=Sum("amount"))
     assert refunded["total"] == 300
+
+
+def test_the_books_page_and_the_report_command_show_the_day(paid_order, staff_user):
+    LedgerEntry.objects.update(amount=paid_order.amount + 1)
+    statement_reconcile(day=today())
+    web = Client()
+    web.force_login(staff_user)
+
+    page = web.get("/books/").content.decode()
+    live = web.get("/books/live/").json()["fragments"]["books-statements"]
+    out = io.StringIO()
+    call_command("reconcile_statement", "--date", str(today()), "--report", stdout=out)
+
+    for shown in (page, live):
+        assert f"{today():%Y-%m-%d}: <strong>not closed</strong>" in shown
+        assert "amount-differs" in shown
+        assert "Open discrepancies (1)" in shown
+    report = out.getvalue()
+    assert f"statement {today()}: 1 lines, 1 download(s)" in report
+    assert "provider charge" in report
+    assert "open discrepancies of the day: 1" in report
+    assert report.rstrip().endswith("NOT closed")
+    assert StatementImport.objects.get().downloads == 1  # --report only reads
+
+
+def test_staff_resolve_a_discrepancy_in_the_admin_with_a_note_never_a_delete(
+    paid_order, staff_user
+):
+    LedgerEntry.objects.update(amount=paid_order.amount + 1)
+    statement_reconcile(day=today())
+    found = StatementDiscrepancy.objects.get()
+    admin = Client()
+    admin.force_login(UserFactory.create(is_staff=True, is_superuser=True))
+    url = f"/admin/reconcile/statementdiscrepancy/{found.pk}/change/"
+
+    # A resolution needs a note
+    assert admin.post(url, {"resolution": ""}).status_code == 200
+    assert StatementDiscrepancy.objects.get().resolved_at is None
+    # With one it is recorded, with who and when; a delete is not offered
+    assert admin.post(url, {"resolution": "ledger corrected by hand"}).status_code == 302
+    resolved = StatementDiscrepancy.objects.get()
+    assert resolved.resolution == "ledger corrected by hand"
+    assert resolved.resolved_at is not None
+    assert resolved.resolved_by is not None
+    assert (
+        admin.post(f"/admin/reconcile/statementdiscrepancy/{found.pk}/delete/").status_code == 403
+    )
+    assert StatementDiscrepancy.objects.count() == 1
+    assert statement_findings() == []
