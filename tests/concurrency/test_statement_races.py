@@ -19,7 +19,9 @@ from orders.models import Order, Product
 from payments.models import LedgerEntry, Payment
 from payments.providers import get_provider
 from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
+from reconcile import tasks
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
+from reconcile.services import statement_jobs
 from reconcile.services.statements import statement_reconcile
 from sandbox.models import Charge
 from sandbox.models import Refund as SandboxRefund
@@ -108,6 +110,19 @@ def test_three_importers_at_once_and_a_rerun_import_once(busy_day):
     assert StatementImport.objects.get().downloads == 4
 
 
+def test_the_beat_task_fired_three_times_at_once_and_again_imports_once(busy_day, monkeypatch):
+    # Given beat's daily task for a day (here: the busy day), fired by three beats at once
+    monkeypatch.setattr(statement_jobs, "yesterday", today)
+    results = run_at_once(3, lambda _: tasks.reconcile_statement())
+    # (the single-runner lock spares the others the download; it is not what makes it once)
+    assert any(result is not None for result in results)
+
+    # and once more the next time it fires
+    assert tasks.reconcile_statement() is not None
+
+    assert_imported_once(busy_day)
+
+
 # Where the importer's process is killed (os._exit, as SIGKILL would: no cleanup):
 # (SQL it dies at, which occurrence, before or after it ran, what must be left)
 CRASHES = {
@@ -133,7 +148,8 @@ def test_a_process_killed_half_way_then_a_retry_imports_once(busy_day, settings,
         import os
         from datetime import date
         from django.db import connection
-        from reconcile.services.statements import statement_reconcile
+        from reconcile.services import statement_jobs
+from reconcile.services.statements import statement_reconcile
 
         seen = 0
 
