@@ -124,10 +124,13 @@ def test_the_beat_task_fired_three_times_at_once_and_again_imports_once(busy_day
 
 
 # Where the importer's process is killed (os._exit, as SIGKILL would: no cleanup):
-# (SQL it dies at, which occurrence, before or after it ran, what must be left)
+# (SQL it dies at, which occurrence, before or after it ran). "READ 3": after the
+# third line came off the download, in the middle of the COPY.
 CRASHES = {
-    # half-way through the download's inserts: the transaction rolls back whole
-    "mid-download": ("INSERT INTO reconcile_statementline", 2, "after"),
+    # half-way through the download: the import's transaction rolls back whole
+    "mid-download": ("READ", 3, "after"),
+    # every line written, the transaction not committed yet
+    "lines-written-not-committed": ("INSERT INTO reconcile_statementline", 1, "after"),
     # after the first matching statement committed: the rest of the lines pending
     "mid-matching": ("UPDATE reconcile_statementline", 1, "after"),
     # the provider refunded the stray capture, we had not recorded it yet
@@ -148,8 +151,8 @@ def test_a_process_killed_half_way_then_a_retry_imports_once(busy_day, settings,
         import os
         from datetime import date
         from django.db import connection
-        from reconcile.services import statement_jobs
-from reconcile.services.statements import statement_reconcile
+        from payments.providers import get_provider
+        from reconcile.services.statements import statement_reconcile
 
         seen = 0
 
@@ -164,12 +167,28 @@ from reconcile.services.statements import statement_reconcile
                 os._exit(137)
             return result
 
+        class Dying:
+            # The real provider; the process dies while its statement streams in.
+            def __init__(self, real):
+                self.real = real
+
+            def __getattr__(self, name):
+                return getattr(self.real, name)
+
+            def statement(self, *, day):
+                for read, entry in enumerate(self.real.statement(day=day), start=1):
+                    yield entry
+                    if {sql!r} == "READ" and read == {nth}:
+                        os._exit(137)
+
         with connection.execute_wrapper(die):
-            statement_reconcile(day=date.fromisoformat("{today()}"), batch_size=2)
+            statement_reconcile(
+                day=date.fromisoformat("{today()}"), provider=Dying(get_provider()), batch_size=2
+            )
         """,
     )
     assert child.returncode == 137, child.stderr
-    if sql.startswith("INSERT INTO reconcile_statementline"):
+    if sql in ("READ", "INSERT INTO reconcile_statementline"):
         assert StatementLine.objects.count() == 0  # nothing half-imported
     else:
         assert StatementLine.objects.filter(outcome=LineOutcome.PENDING).exists()
