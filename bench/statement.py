@@ -92,7 +92,7 @@ def seed_day(*, user_id: int, day: date, count: int) -> None:
             LedgerEntry(
                 order_id=p.order_id,
                 payment=p,
-                trade_no=p.trade_no,
+                trade_no=p.out_trade_no.replace("PS", "TS", 1),
                 amount=AMOUNT,
                 currency="CNY",
             )
@@ -101,7 +101,7 @@ def seed_day(*, user_id: int, day: date, count: int) -> None:
         LedgerEntry.objects.filter(pk__in=[e.pk for e in entries]).update(created_at=noon)
         Charge.objects.bulk_create(
             Charge(
-                trade_no=p.trade_no,
+                trade_no=p.out_trade_no.replace("PS", "TS", 1),
                 out_trade_no=p.out_trade_no,
                 status=Charge.Status.SUCCESS,
                 wallet=wallet,

@@ -36,9 +36,10 @@ def live(request: HttpRequest) -> HttpResponse:
     """The same sections, rendered by the same templates, as JSON for the polling script."""
     if not may_see_books(request.user):
         return JsonResponse({"detail": REFUSED}, status=403)
-    context = {"books": books_snapshot(), "statements": statement_books()}
+    books = books_snapshot()
+    context = {"books": books, "statements": statement_books()}
     fragments = {
         element: render_to_string(template, context, request=request)
         for element, template in LIVE_SECTIONS.items()
     }
-    return JsonResponse({"at": context["books"].at.isoformat(), "fragments": fragments})
+    return JsonResponse({"at": books.at.isoformat(), "fragments": fragments})
