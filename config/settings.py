@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 
 from config.production import (
     DEVELOPMENT_PROVIDER_API_KEY,
@@ -227,6 +228,15 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "strip-unmatched-notification-bodies": _every(
         3600.0, "callbacks.tasks.strip_unmatched_notification_bodies"
     ),
+    # Yesterday's statement, once its day is over at the provider: 00:30 UTC leaves
+    # the provider half an hour to settle the day's last charges into it.
+    "reconcile-statement": {
+        "task": "reconcile.tasks.reconcile_statement",
+        "schedule": crontab(hour=0, minute=30),
+        "options": {"expires": 3600.0},
+    },
+    # What a statement left for later (lines in flight, stray refunds): with the refunds.
+    "reconcile-statement-leftovers": _every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
     # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of

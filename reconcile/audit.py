@@ -30,6 +30,7 @@ from reconcile.checks import (
     inventory,
     records,
     refunds,
+    statements,
     wallets,
 )
 from reconcile.findings import AuditReport, Finding, SummaryRow
@@ -45,6 +46,9 @@ CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
     ("refunds: within the capture; REFUNDED = all of it", refunds.orders),
     ("refunds: booked, settled; orphaned captures refunded", refunds.refund_attempts),
     ("notifications: none left unresolved", refunds.notifications),
+    ("statements: imported, every line matched", statements.imports),
+    ("statements: no discrepancy left open", statements.discrepancies),
+    ("statements: stray captures refunded", statements.strays),
     ("inventory: stock = movements = received - held", inventory.products),
     ("inventory: each order's movements match its lines", inventory.order_movements),
     ("records: each points at what it made, once", records.finished_records),

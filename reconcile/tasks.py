@@ -18,6 +18,8 @@ from reconcile.services.passes import (
     RECONCILE_NOTIFICATIONS,
     RECONCILE_PAYMENTS,
     RECONCILE_REFUNDS,
+    RECONCILE_STATEMENT,
+    STATEMENT_LEFTOVERS,
     job_run,
 )
 
@@ -56,3 +58,15 @@ def fulfil_paid_orders() -> dict[str, Any] | None:
 def audit_books() -> int:
     """Run the audit; its findings and time land in the heartbeats (the alert's gauge)."""
     return len(audit_run().findings)
+
+
+@shared_task
+def reconcile_statement() -> dict[str, Any] | None:
+    # The lock only saves a second instance the download: the import's unique
+    # constraints, not the lock, make a concurrent or repeated run change nothing.
+    return job_run(RECONCILE_STATEMENT)
+
+
+@shared_task
+def reconcile_statement_leftovers() -> dict[str, Any] | None:
+    return job_run(STATEMENT_LEFTOVERS)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
@@ -49,6 +50,7 @@ from sandbox.services import (
     fault_set,
     refund_create,
 )
+from sandbox.statements import statement_csv, statement_day
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -195,6 +197,16 @@ class WalletDetailApi(MerchantApi):
             "refunds": wallet_refunds(wallet=wallet),
         }
         return Response(self.OutputSerializer(data).data)
+
+
+class StatementApi(MerchantApi):
+    """The day's statement as CSV, streamed (see ``sandbox/statements.py``)."""
+
+    def get(self, request: Request, day: str) -> StreamingHttpResponse:
+        parsed = statement_day(day)  # a bad date is a 400 before anything streams
+        response = StreamingHttpResponse(statement_csv(parsed), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="statement-{parsed}.csv"'
+        return response
 
 
 @extend_schema(exclude=True)

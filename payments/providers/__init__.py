@@ -14,6 +14,9 @@ from payments.providers.base import (
     RefundNotification,
     RefundResult,
     RefundStatus,
+    StatementEntry,
+    StatementKind,
+    StatementMalformed,
     WalletStatement,
 )
 
@@ -31,6 +34,9 @@ __all__ = [
     "RefundNotification",
     "RefundResult",
     "RefundStatus",
+    "StatementEntry",
+    "StatementKind",
+    "StatementMalformed",
     "WalletStatement",
     "get_provider",
 ]

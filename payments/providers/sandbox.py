@@ -15,7 +15,8 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from datetime import date
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -35,6 +36,8 @@ from payments.providers.base import (
     ProviderRejected,
     RefundNotification,
     RefundResult,
+    StatementEntry,
+    StatementMalformed,
     WalletStatement,
 )
 from payments.providers.observed import provider_call
@@ -44,6 +47,7 @@ from payments.providers.sandbox_parsing import (
     parse_refund,
     parse_wallet,
 )
+from payments.providers.sandbox_statement import parse_statement, text_lines
 
 T = TypeVar("T")
 
@@ -68,6 +72,8 @@ SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
 # reference already holds a charge or refund with other terms (money may have
 # moved under it: ask, never guess). All are outcome-unknown.
 MONEY_4XX_WITH_A_MEANING = frozenset({408, 409, 422, 429})
+# The statement is read in pieces of this size: memory stays flat whatever its length.
+STATEMENT_CHUNK_BYTES = 64 * 1024
 
 
 def sign(*, secret: str, timestamp: int, raw_body: bytes) -> str:
@@ -243,6 +249,23 @@ class SandboxProvider:
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"wallet answered HTTP {response.status_code}")
         return self._read(response, parse_wallet)
+
+    def statement(self, *, day: date) -> Iterator[StatementEntry]:
+        # Streamed: the body is read as it arrives and parsed line by line, so a day
+        # of millions of lines never sits in memory. The read timeout applies
+        # between chunks, not to the whole download.
+        with self._call("GET", f"/v1/statements/{day.isoformat()}", stream=True) as response:
+            if response.status_code != 200:
+                raise ProviderOutcomeUnknown(f"statement answered HTTP {response.status_code}")
+            try:
+                yield from parse_statement(
+                    text_lines(response.iter_content(chunk_size=STATEMENT_CHUNK_BYTES)), day=day
+                )
+            except UnicodeDecodeError as error:
+                raise StatementMalformed(f"not UTF-8 text: {error}") from error
+            except requests.RequestException as error:
+                # Cut off half-way: what we read is fine, but we do not have the day.
+                raise ProviderOutcomeUnknown(f"statement download broke off: {error}") from error
 
     # --- notifications -------------------------------------------------------------
 

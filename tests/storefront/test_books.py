@@ -84,6 +84,7 @@ def test_the_live_endpoint_renders_the_same_sections(demo_mode, sandbox, web, or
         "books-verdict",
         "books-tables",
         "books-waiting",
+        "books-statements",
         "books-gauges",
     }
     assert 'data-books="orders-paid">1<' in data["fragments"]["books-tables"]
