@@ -9,11 +9,9 @@ contrary) and read off the status.
 
 from __future__ import annotations
 
-from datetime import datetime
+from django.db.models import Exists, OuterRef
 
-from django.db.models import Count, Exists, Min, OuterRef, QuerySet
-from django.utils import timezone
-
+from observability.selectors import count_and_age
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
@@ -24,24 +22,14 @@ from payments.models import (
 )
 
 
-def _age_s(oldest: datetime | None) -> float:
-    return (timezone.now() - oldest).total_seconds() if oldest else 0.0
-
-
-def _count_and_age(rows: QuerySet, since: str) -> tuple[float, float]:
-    """How many rows, and the age in seconds of the oldest by ``since`` (0 if none)."""
-    found = rows.aggregate(n=Count("id"), oldest=Min(since))
-    return float(found["n"]), _age_s(found["oldest"])
-
-
 def payments_unresolved() -> tuple[float, float]:
     """Attempts PENDING or UNKNOWN: how many, and the oldest's age since created."""
-    return _count_and_age(Payment.objects.filter(status__in=UNSETTLED_STATUSES), "created_at")
+    return count_and_age(Payment.objects.filter(status__in=UNSETTLED_STATUSES), "created_at")
 
 
 def refunds_unresolved() -> tuple[float, float]:
     """Refund attempts PENDING or UNKNOWN (orphan refunds included): count, oldest age."""
-    return _count_and_age(Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "created_at")
+    return count_and_age(Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "created_at")
 
 
 def orphaned_captures_unrefunded() -> tuple[float, float]:
@@ -50,7 +38,7 @@ def orphaned_captures_unrefunded() -> tuple[float, float]:
     refunded = Refund.objects.filter(
         payment=OuterRef("pk"), order__isnull=True, status=RefundAttemptStatus.SUCCEEDED
     )
-    return _count_and_age(
+    return count_and_age(
         Payment.objects.filter(status=PaymentStatus.ORPHANED).exclude(Exists(refunded)),
         "settled_at",
     )
