@@ -15,7 +15,7 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab clean
+.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab alerts clean
 
 install: $(STAMP) messages
 
@@ -76,6 +76,12 @@ format: install
 # The bench runs in the harness profile, as the tests do (bench/__init__.py).
 bench: install
 	$(WITH_SERVICES) $(PY) -m bench
+
+# The alerting rules: promtool parses them and runs their unit tests (each alert
+# fires past its bound, not before). promtool: Debian's `prometheus` package.
+alerts:
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts.test.yml
 
 # The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
 lab: install

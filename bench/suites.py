@@ -9,7 +9,7 @@ Importing this module imports Django models: only after ``django.setup()``.
 
 from __future__ import annotations
 
-from bench import callbacks, orders, pay, peers, reaper, reconcile_pass
+from bench import callbacks, orders, pay, peers, reaper, reconcile_pass, statement
 from bench.context import Suite
 
 SUITES: list[Suite] = [
@@ -19,6 +19,7 @@ SUITES: list[Suite] = [
     peers.SUITE,
     # The two slow ones last: 10,000 unknown attempts, then a million expired keys.
     reconcile_pass.SUITE,
+    statement.SUITE,
     reaper.SUITE,
 ]
 

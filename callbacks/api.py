@@ -22,10 +22,12 @@ from config.bounds import BIGINT_MAX
 from config.errors import PROBLEM_CONTENT_TYPE
 from config.openapi import ProblemSerializer
 from config.throttling import CallbackRateThrottle
+from observability import context
 from payments.providers import (
     ChargeStatus,
     NotificationMalformed,
     NotificationSignatureInvalid,
+    RefundNotification,
     RefundStatus,
     get_provider,
 )
@@ -138,7 +140,22 @@ class SandboxCallbackApi(APIView):
             if isinstance(error, NotificationSignatureInvalid):
                 raise SignatureInvalid() from error
             raise CallbackMalformed(reason=str(error)) from error
+        context.bind(out_trade_no=notification.out_trade_no, notify_id=notification.notify_id)
+        if isinstance(notification, RefundNotification):
+            context.bind(out_refund_no=notification.out_refund_no)
         answer = callback_ingest(notification=notification, raw_body=raw_body)
+        status = (
+            notification.status
+            if isinstance(notification, RefundNotification)
+            else notification.trade_status
+        )
+        logger.info(
+            "notification %s %s: %s%s",
+            status,
+            notification.notify_id,
+            answer.outcome,
+            " (redelivery)" if answer.replayed else "",
+        )
         response = Response(answer.body, status=answer.status)
         if answer.status >= 400:
             response.content_type = PROBLEM_CONTENT_TYPE

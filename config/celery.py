@@ -21,3 +21,6 @@ def _task_packages() -> list[str]:
 
 
 app.autodiscover_tasks(_task_packages)
+
+# Request ids through the queue, task metrics, Celery's logging: see the module.
+import observability.celery  # noqa: E402, F401

@@ -43,6 +43,10 @@ STOP_GRACE_S = 15.0
 # Celery warns at length when its worker runs as root, which a demo in a container
 # or a VM often does and the person running it cannot change: said once, by us.
 QUIET_WORKER = {"PYTHONWARNINGS": "ignore:You're running the worker with superuser privileges"}
+# The worker's counters are served on their own port (docs/operating.md).
+WORKER_METRICS_PORT = os.environ.get("CELERY_METRICS_PORT", str(int(PORT) + 2))
+# One multiprocess metrics directory per process family, each emptied when it starts.
+METRICS_DIR = VAR_DIR / "metrics"
 
 
 def _manage(*args: str) -> None:
@@ -103,6 +107,8 @@ def _gunicorn(bin_dir: str, port: str) -> list[str]:
     return [
         os.path.join(bin_dir, "gunicorn"),
         "config.wsgi:application",
+        "--config",
+        "python:config.gunicorn",
         "--bind",
         f"127.0.0.1:{port}",
         "--worker-class",
@@ -119,15 +125,19 @@ def _gunicorn(bin_dir: str, port: str) -> list[str]:
     ]
 
 
+def _metrics_dir(family: str) -> dict[str, str]:
+    return {"PROMETHEUS_MULTIPROC_DIR": str(METRICS_DIR / family)}
+
+
 def _children(bin_dir: str) -> list[Child]:
     return [
-        Child("web", _gunicorn(bin_dir, PORT)),
+        Child("web", _gunicorn(bin_dir, PORT), env=_metrics_dir("web")),
         # Serves only the sandbox and its admin (config/provider_urls.py), not the shop.
         Child(
             "provider",
             _gunicorn(bin_dir, PROVIDER_PORT),
             provider=True,
-            env={"SANDBOX_ONLY": "true"},
+            env={"SANDBOX_ONLY": "true", **_metrics_dir("provider")},
         ),
         Child(
             "worker",
@@ -141,11 +151,15 @@ def _children(bin_dir: str) -> list[Child]:
                 "--concurrency",
                 "2",
             ],
-            env=QUIET_WORKER,
             restart=True,
             pidfile=WORKER_PIDFILE,
             # One worker for both companies here: it delivers the sandbox's notifications.
             provider=True,
+            env={
+                **QUIET_WORKER,
+                **_metrics_dir("worker"),
+                "CELERY_METRICS_PORT": WORKER_METRICS_PORT,
+            },
         ),
         Child(
             "beat",
@@ -228,6 +242,9 @@ def main() -> int:
     os.environ.setdefault("DEMO_MODE", "true")
     # The settings derive SHOP_BASE_URL and PROVIDER_BASE_URL from these two.
     os.environ["PORT"], os.environ["PROVIDER_PORT"] = PORT, PROVIDER_PORT
+    # A console a person reads: plain lines (still with the request id); LOG_FORMAT=json
+    # shows what production writes.
+    os.environ.setdefault("LOG_FORMAT", "plain")
     _manage("migrate", "--no-input", "-v", "0")
     _manage("collectstatic", "--no-input", "-v", "0")
     _manage("seed_demo")

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 
 from config.production import (
     DEVELOPMENT_PROVIDER_API_KEY,
@@ -16,6 +17,7 @@ from config.production import (
     DEVELOPMENT_WEBHOOK_SECRET,
     refuse_unsafe_start,
 )
+from observability.logs import DEFAULT_LOG_FORMAT, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -113,6 +115,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: request ids, the access line and request metrics for every answer; it
+    # also answers /healthz, /readyz and /metrics before anything else runs.
+    "observability.middleware.RequestObservabilityMiddleware",
     "config.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -233,8 +238,20 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "strip-unmatched-notification-bodies": _every(
         3600.0, "callbacks.tasks.strip_unmatched_notification_bodies"
     ),
+    # Yesterday's statement, once its day is over at the provider: 00:30 UTC leaves
+    # the provider half an hour to settle the day's last charges into it.
+    "reconcile-statement": {
+        "task": "reconcile.tasks.reconcile_statement",
+        "schedule": crontab(hour=0, minute=30),
+        "options": {"expires": 3600.0},
+    },
+    # What a statement left for later (lines in flight, stray refunds): with the refunds.
+    "reconcile-statement-leftovers": _every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
+    # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of
+    # the provider's wallet reads low, and a drift is still seen within the hour.
+    "audit-books": _every(900.0, "reconcile.tasks.audit_books"),
 }
 
 # --- Web pages (storefront/) ---------------------------------------------------------
@@ -406,10 +423,16 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
+# --- Operating it (observability/, docs/operating.md) ---------------------------------
+# One JSON object per line (what a log pipeline parses), or `plain` for a console a
+# person reads (`make demo` picks plain). Either way every line carries the request id
+# and what is known of the payment (observability/context.py).
+LOG_FORMAT = env_str("LOG_FORMAT", DEFAULT_LOG_FORMAT)
+LOGGING = logging_config(log_format=LOG_FORMAT, level=env_str("LOG_LEVEL", "INFO"))
+# /metrics: `Authorization: Bearer <METRICS_TOKEN>` once set (any profile); empty =
+# open in the demo, closed in production.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# A Celery worker serves its own counters on this port (0: it does not); the bind
+# address is the worker's own network, never published to the Internet.
+CELERY_METRICS_PORT = env_int("CELERY_METRICS_PORT", 0)
+CELERY_METRICS_BIND = env_str("CELERY_METRICS_BIND", "127.0.0.1")

@@ -17,6 +17,8 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("idempotency.urls")),
 ]
 
+# /healthz, /readyz and /metrics are answered by the first middleware, before host
+# checks, sessions and throttles (observability/middleware.py), so they are not here.
 urlpatterns = [
     # Before the admin's own routes: its login form posts here, throttled.
     path("admin/login/", login_throttled(admin.site.login)),

@@ -50,6 +50,7 @@ from idempotency.errors import (
 )
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from idempotency.sql import record_find, record_insert
+from observability.tracking import lock_taken_over
 
 __all__ = [
     "KeyRequest",
@@ -191,6 +192,10 @@ def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
         if record.is_finished:  # it finished between our read and our update
             return record
         raise IdempotencyKeyInUse()
+    if record.locked_at is not None:
+        # We read it locked and still got it: the lock was stale (or freed a moment
+        # ago, which a metric may count as a takeover without harm).
+        lock_taken_over()
     record.lock_token, record.locked_at = token, now
     return record
 

@@ -33,6 +33,7 @@ from config.openapi import ProblemSerializer
 from idempotency.core import KeyRequest, execute
 from idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from idempotency.models import IdempotencyKey
+from observability import context, tracking
 
 HEADER = "Idempotency-Key"
 JSON_CONTENT_TYPE = "application/json"
@@ -75,6 +76,8 @@ class IdempotentApi(APIView):
         if not fits_column(IdempotencyKey, "path", request.path):
             raise NotFound()  # the record stores the path; one it cannot hold names nothing
         self.idempotency_key = parse_idempotency_key(request.headers.get(HEADER))
+        # The logs name the key by its hash only (never the key itself).
+        context.bind(user_id=request.user.pk, key_hash=context.key_hash(self.idempotency_key))
 
     def idempotent(self, request: Request, flow: Callable[[IdempotencyKey], None]) -> HttpResponse:
         """Run ``flow`` under the request's key, or replay what it answered before."""
@@ -85,7 +88,10 @@ class IdempotentApi(APIView):
             path=request.path,
             body=request.data,
         )
-        outcome = execute(key_request, flow)
+        route = request.resolver_match.view_name if request.resolver_match else "unmatched"
+        with tracking.idempotent_request(route=route) as done:
+            outcome = execute(key_request, flow)
+            done(outcome.replayed)
         # The stored text as it is: the JSON was encoded once, when it was stored, and
         # a replay sends the same bytes as the first answer.
         response = HttpResponse(

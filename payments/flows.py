@@ -28,6 +28,7 @@ from django.urls import reverse
 from idempotency.core import MoveTo, Respond, atomic_phase, single_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from observability import context
 from orders.selectors import order_get
 from orders.serializers import order_representation
 from orders.services import order_cancel
@@ -103,6 +104,7 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
     transaction) while waiting on a third party would stall everyone else.
     """
     payment = Payment.objects.get(pk=payment_id)
+    context.bind(out_trade_no=payment.out_trade_no)  # the provider's name for this attempt
     if payment.status not in (PaymentStatus.PENDING, PaymentStatus.UNKNOWN):
         return None  # a notification or the reconciler settled it while we were away
     try:

@@ -23,6 +23,7 @@ from functools import partial
 from idempotency.core import MoveTo, Respond, atomic_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from observability import context
 from orders.serializers import order_representation
 from payments.errors import RefundDeclined, RefundOutcomeUnknown
 from payments.models import UNSETTLED_REFUND_STATUSES, Refund, RefundAttemptStatus
@@ -86,6 +87,8 @@ def _ask_provider_to_refund(*, refund_id: int, provider: PaymentProvider) -> Ref
     Outside any transaction, for the reason the pay flow's call is.
     """
     refund = Refund.objects.select_related("payment").get(pk=refund_id)
+    # The provider's names for this refund and its charge, on every line from here on.
+    context.bind(out_refund_no=refund.refund_no, out_trade_no=refund.payment.out_trade_no)
     if refund.status not in UNSETTLED_REFUND_STATUSES:
         return None  # a notification or the reconciler settled it while we were away
     try:

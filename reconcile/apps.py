@@ -6,3 +6,21 @@ class ReconcileConfig(AppConfig):
 
     name = "reconcile"
     verbose_name = "Reconciliation"
+
+    def ready(self) -> None:
+        from observability.metrics.gauges import count_and_age_gauges, register
+        from reconcile import selectors
+
+        # What the daily statement left for people and for refunds (docs/operating.md).
+        register(
+            *count_and_age_gauges(
+                "onceshop_statement_discrepancies_open",
+                "statement discrepancy not resolved yet (invariant 7)",
+                selectors.statement_discrepancies_open,
+            ),
+            *count_and_age_gauges(
+                "onceshop_stray_captures_unrefunded",
+                "capture a statement listed for no attempt of ours, not refunded yet",
+                selectors.stray_captures_unrefunded,
+            ),
+        )

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from django.utils import timezone
 from django.utils.translation import gettext_noop as _
 
+from observability import heartbeats
 from payments.providers import PaymentProvider, get_provider
 from reconcile.checks import (
     AuditContext,
@@ -30,6 +31,7 @@ from reconcile.checks import (
     inventory,
     records,
     refunds,
+    statements,
     wallets,
 )
 from reconcile.findings import AuditReport, Finding, SummaryRow
@@ -46,6 +48,9 @@ CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
     (_("refunds: within the capture; REFUNDED = all of it"), refunds.orders),
     (_("refunds: booked, settled; orphaned captures refunded"), refunds.refund_attempts),
     (_("notifications: none left unresolved"), refunds.notifications),
+    (_("statements: imported, every line matched"), statements.imports),
+    (_("statements: no discrepancy left open"), statements.discrepancies),
+    (_("statements: stray captures refunded"), statements.strays),
     (_("inventory: stock = movements = received - held"), inventory.products),
     (_("inventory: each order's movements match its lines"), inventory.order_movements),
     (_("records: each points at what it made, once"), records.finished_records),
@@ -64,4 +69,5 @@ def audit_run(*, provider: PaymentProvider | None = None) -> AuditReport:
         checked, found = check(ctx)
         findings += found
         summary.append(SummaryRow(check=title, checked=checked, problems=len(found)))
+    heartbeats.audit_finished(findings=len(findings))  # the findings gauge and its alert
     return AuditReport(findings=findings, summary=summary)

@@ -15,8 +15,10 @@ from django.db.models import Exists, OuterRef, Q
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from observability.selectors import count_and_age
 from orders.models import Order
 from payments.models import Payment, PaymentStatus, Refund, RefundAttemptStatus
+from reconcile.models import StatementDiscrepancy, StrayCapture
 
 # What a record names when it made (or is making) a payment or a refund attempt.
 PAYMENT_RESOURCE = "payment"
@@ -103,4 +105,19 @@ def notifications_unresolved(
         )
         .select_related("payment", "refund_attempt__payment")
         .order_by("pk")[:limit]
+    )
+
+
+# --- The operators' gauges (docs/operating.md): few rows, read at scrape time ----------
+
+
+def statement_discrepancies_open() -> tuple[float, float]:
+    """Open statement discrepancies (the partial index of open ones): count, oldest age."""
+    return count_and_age(StatementDiscrepancy.objects.filter(resolved_at__isnull=True), "opened_at")
+
+
+def stray_captures_unrefunded() -> tuple[float, float]:
+    """Captures a statement listed for no attempt of ours, not refunded yet: count, age."""
+    return count_and_age(
+        StrayCapture.objects.exclude(refund_status=RefundAttemptStatus.SUCCEEDED), "created_at"
     )

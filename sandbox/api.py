@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
@@ -23,6 +24,7 @@ from rest_framework.views import APIView
 
 from config.auth import TokenAuthentication
 from config.fields import StrictIntegerField
+from observability import context
 from sandbox.auth import IsMerchant, MerchantKeyAuthentication
 from sandbox.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from sandbox.models import Fault
@@ -48,6 +50,7 @@ from sandbox.services import (
     fault_set,
     refund_create,
 )
+from sandbox.statements import statement_csv, statement_day
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -166,6 +169,8 @@ class ChargeCreateApi(MerchantApi):
         key = parse_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        # The provider's lines name the merchant's reference too (one grep follows it).
+        context.bind(out_trade_no=serializer.validated_data["out_trade_no"])
         return answer_response(charge_create(idempotency_key=key, **serializer.validated_data))
 
 
@@ -191,6 +196,10 @@ class RefundCreateApi(MerchantApi):
         key = parse_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        context.bind(
+            out_refund_no=serializer.validated_data["out_refund_no"],
+            out_trade_no=serializer.validated_data["out_trade_no"],
+        )
         return answer_response(refund_create(idempotency_key=key, **serializer.validated_data))
 
 
@@ -219,6 +228,16 @@ class WalletDetailApi(MerchantApi):
             "refunds": wallet_refunds(wallet=wallet),
         }
         return Response(self.OutputSerializer(data).data)
+
+
+class StatementApi(MerchantApi):
+    """The day's statement as CSV, streamed (see ``sandbox/statements.py``)."""
+
+    def get(self, request: Request, day: str) -> StreamingHttpResponse:
+        parsed = statement_day(day)  # a bad date is a 400 before anything streams
+        response = StreamingHttpResponse(statement_csv(parsed), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="statement-{parsed}.csv"'
+        return response
 
 
 @extend_schema(exclude=True)

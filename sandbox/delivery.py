@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from observability import context
 from sandbox import signing
 from sandbox.models import Notification
 
@@ -68,6 +69,8 @@ def _post(url: str, body: bytes) -> tuple[int | None, str]:
         "Content-Type": "application/json",
         # Signed per attempt: a retry an hour later must carry a fresh ``t``.
         signing.HEADER: signing.sign(body=body, secrets=signing.configured_secrets()),
+        # The charge's request id, carried here through the task's headers.
+        **context.outbound_headers(),
     }
     try:
         response = requests.post(

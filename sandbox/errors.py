@@ -126,3 +126,11 @@ class ProviderError(ApplicationError):
     default_detail = (
         "The provider failed to answer; the charge or refund may or may not have happened."
     )
+
+
+class StatementDateInvalid(ApplicationError):
+    """The statement's day is not a calendar date written ``YYYY-MM-DD``."""
+
+    code = "statement-date-invalid"
+    title = "Statement date invalid"
+    default_detail = "Ask for a day's statement as /v1/statements/YYYY-MM-DD (a UTC day)."

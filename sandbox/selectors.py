@@ -1,5 +1,8 @@
 """Reads of the sandbox provider: the truth a merchant reconciles against."""
 
+from datetime import datetime
+from typing import Any
+
 from django.db.models import QuerySet
 
 from config.bounds import fits_column
@@ -46,3 +49,23 @@ def wallet_refunds(*, wallet: Wallet) -> QuerySet[Refund]:
 def fault_list_active() -> QuerySet[Fault]:
     """Faults with counts left; spent rows stay for the admin's history."""
     return Fault.objects.filter(remaining__gt=0)
+
+
+def statement_charges(*, start: datetime, end: datetime) -> QuerySet[Charge, tuple[Any, ...]]:
+    """Successful charges paid in [start, end), in settlement order, as statement rows."""
+    return (
+        Charge.objects.filter(status=Charge.Status.SUCCESS, paid_at__gte=start, paid_at__lt=end)
+        .order_by("paid_at", "id")
+        .values_list("trade_no", "out_trade_no", "amount", "currency", "status", "paid_at")
+    )
+
+
+def statement_refunds(*, start: datetime, end: datetime) -> QuerySet[Refund, tuple[Any, ...]]:
+    """Successful refunds made in [start, end), in settlement order, as statement rows."""
+    return (
+        Refund.objects.filter(
+            status=Refund.Status.SUCCESS, refunded_at__gte=start, refunded_at__lt=end
+        )
+        .order_by("refunded_at", "id")
+        .values_list("refund_id", "out_refund_no", "amount", "currency", "status", "refunded_at")
+    )

@@ -8,6 +8,7 @@ from sandbox.api import (
     IndexApi,
     RefundCreateApi,
     RefundDetailApi,
+    StatementApi,
     WalletDetailApi,
 )
 
@@ -26,5 +27,6 @@ urlpatterns = [
     path("v1/refunds", RefundCreateApi.as_view(), name="sandbox-refund-create"),
     path("v1/refunds/<path:out_refund_no>", RefundDetailApi.as_view(), name="sandbox-refund"),
     path("v1/wallets/<path:payer>", WalletDetailApi.as_view(), name="sandbox-wallet"),
+    path("v1/statements/<str:day>", StatementApi.as_view(), name="sandbox-statement"),
     path("v1/faults", FaultListApi.as_view(), name="sandbox-faults"),
 ]

@@ -8,7 +8,8 @@ verdict itself is the audit's (``reconcile.audit``), not a second audit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
@@ -21,6 +22,7 @@ from django.utils.translation import gettext
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from observability.metrics.gauges import GaugeValue, gauge_values
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from reconcile.audit import audit_run
@@ -71,6 +73,27 @@ class Waiting:
     since: datetime | None
 
 
+@dataclass(frozen=True)
+class GaugeRow:
+    """A gauge of /metrics as the page shows it (timestamps as an age)."""
+
+    name: str
+    labels: str
+    help: str
+    shown: str
+
+    @classmethod
+    def of(cls, gauge: GaugeValue) -> GaugeRow:
+        if gauge.name.endswith("_timestamp_seconds"):
+            shown = f"{max(0.0, time.time() - gauge.value):.0f} s ago"
+        elif gauge.name.endswith("_seconds"):
+            shown = f"{gauge.value:.0f} s"
+        else:
+            shown = f"{gauge.value:.0f}"
+        labels = ", ".join(f'{name}="{value}"' for name, value in gauge.labels.items())
+        return cls(gauge.name, "{" + labels + "}" if labels else "", gauge.help, shown)
+
+
 @dataclass
 class Books:
     at: datetime
@@ -92,6 +115,7 @@ class Books:
     currency: str = "CNY"
     audit_error: str = ""
     audit_note: str = ""
+    gauges: list[GaugeRow] = field(default_factory=list)
 
     @property
     def inventory_agrees(self) -> bool:
@@ -287,4 +311,6 @@ def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Boo
         currency=Product.objects.values_list("currency", flat=True).first() or "CNY",
         audit_error=audit_error,
         audit_note=audit_note,
+        # Read after the audit above, so its findings gauge is this very run's.
+        gauges=[GaugeRow.of(gauge) for gauge in gauge_values()],
     )

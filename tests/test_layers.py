@@ -16,12 +16,16 @@ from tests.processes import ROOT
 
 # Lowest first. An app may import its own layer and the layers below it.
 LAYERS = ["config", "idempotency", "orders", "payments", "callbacks", "reconcile", "storefront"]
-# The sandbox is another company: it builds on config alone, and of the shop's
-# apps only the demo's pages (the chaos panel) reach into it.
+# Beside config at the bottom: health, metrics and logs. Every app (the sandbox too:
+# its log lines carry the request id) may import it; it imports config alone, and the
+# apps hand it their gauges at start-up instead of being imported.
+OBSERVABILITY = "observability"
+# The sandbox is another company: it builds on config (and the shared log context)
+# alone, and of the shop's apps only the demo's pages (the chaos panel) reach into it.
 SANDBOX = "sandbox"
-SANDBOX_MAY_IMPORT = {"config"}
+SANDBOX_MAY_IMPORT = {"config", OBSERVABILITY}
 MAY_IMPORT_SANDBOX = {"storefront"}
-APPS = {*LAYERS, SANDBOX}
+APPS = {*LAYERS, SANDBOX, OBSERVABILITY}
 
 
 def imported_apps(source: str) -> list[tuple[int, str]]:
@@ -45,6 +49,10 @@ def imported_packages(source: str) -> list[tuple[int, str]]:
 
 def allowed(importer: str, imported: str) -> bool:
     if importer == imported:
+        return True
+    if importer == OBSERVABILITY:
+        return imported == "config"
+    if imported == OBSERVABILITY:
         return True
     if importer == SANDBOX:
         return imported in SANDBOX_MAY_IMPORT
@@ -98,3 +106,6 @@ def test_the_reader_sees_every_kind_of_import():
     assert not allowed("payments", "sandbox")
     assert allowed("storefront", "sandbox")
     assert allowed("reconcile", "orders")
+    assert allowed("sandbox", "observability")
+    assert allowed("payments", "observability")
+    assert not allowed("observability", "payments")

@@ -111,3 +111,17 @@ def test_the_make_targets_a_reader_is_told_about_exist():
     for target in ("demo", "test", "lint", "bench", "story", "audit", "reconcile", "shell"):
         assert f"\n{target}: install" in makefile, target
         assert f"make {target}" in readme, target
+
+
+def test_the_image_and_compose_probe_the_health_endpoints():
+    # Liveness in the image (a database outage must not restart every container),
+    # readiness where compose gates on "healthy".
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "HEALTHCHECK" in dockerfile
+    assert "/healthz" in dockerfile
+    assert "python:config.gunicorn" in dockerfile  # the multiprocess metrics hooks
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    for name in ("web", "provider"):
+        assert "/readyz" in " ".join(services[name]["healthcheck"]["test"]), name
+    assert "/healthz" in " ".join(services["worker"]["healthcheck"]["test"])
+    assert services["worker"]["environment"]["CELERY_METRICS_PORT"] == "9540"

@@ -55,7 +55,7 @@ class Worker:
         return psutil.Process(self.process.pid).children()
 
 
-def start_worker() -> Iterator[Worker]:
+def start_worker(extra_env: dict[str, str] | None = None) -> Iterator[Worker]:
     """Start a worker on the test database; stop it (and empty its queue) afterwards."""
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.delete(TEST_QUEUE)  # no stale message from earlier tests reaches this worker
@@ -64,6 +64,7 @@ def start_worker() -> Iterator[Worker]:
         "DATABASE_URL": child_database_url(),
         "CELERY_QUEUE": TEST_QUEUE,
         "DJANGO_SETTINGS_MODULE": "config.settings",
+        **(extra_env or {}),
     }
     process = subprocess.Popen(
         [

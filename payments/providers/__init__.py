@@ -19,6 +19,9 @@ from payments.providers.base import (
     RefundNotification,
     RefundResult,
     RefundStatus,
+    StatementEntry,
+    StatementKind,
+    StatementMalformed,
     WalletStatement,
 )
 
@@ -36,6 +39,9 @@ __all__ = [
     "RefundNotification",
     "RefundResult",
     "RefundStatus",
+    "StatementEntry",
+    "StatementKind",
+    "StatementMalformed",
     "WalletStatement",
     "get_provider",
 ]

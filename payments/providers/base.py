@@ -29,9 +29,9 @@ Exceptions, and what the flows may conclude from each:
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 
 
@@ -116,6 +116,38 @@ class RefundNotification:
     refunded_at: datetime | None
 
 
+class StatementKind(enum.StrEnum):
+    CHARGE = "charge"
+    REFUND = "refund"
+
+
+@dataclass(frozen=True)
+class StatementEntry:
+    """One line of the provider's daily statement: money that moved that day.
+
+    ``provider_id`` is the provider's id (a charge's ``trade_no``, a refund's
+    ``refund_id``); ``reference`` is ours (``out_trade_no`` / ``out_refund_no``).
+    ``line`` is its line number in the file (the header is line 1).
+    """
+
+    line: int
+    kind: StatementKind
+    provider_id: str
+    reference: str
+    amount: int
+    currency: str
+    status: str
+    settled_at: datetime
+
+
+class StatementMalformed(Exception):
+    """The statement cannot be read as the provider's format (names the line and why).
+
+    Not an outcome-unknown: downloading it again gets the same bytes. Nothing of
+    such a statement is imported; a person (or the provider) has to look.
+    """
+
+
 class ProviderOutcomeUnknown(Exception):
     """We cannot tell whether the provider moved money: timeout, 5xx, or an answer we
     do not understand. Never treated as success or failure; reconcile instead."""
@@ -158,7 +190,7 @@ class NotificationMalformed(NotificationInvalid):
 
 
 class PaymentProvider(Protocol):
-    """The seven things the shop asks of a provider."""
+    """The eight things the shop asks of a provider."""
 
     def charge(
         self,
@@ -215,6 +247,14 @@ class PaymentProvider(Protocol):
         """The payer's account (balance, total charged, charges), or None if never charged.
 
         Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
+        """
+        ...
+
+    def statement(self, *, day: date) -> Iterator[StatementEntry]:
+        """The day's statement (UTC), line by line as it downloads, never whole in memory.
+
+        Raises ProviderOutcomeUnknown (no answer, or the download broke off) or
+        StatementMalformed (a line we cannot read), possibly after some lines.
         """
         ...
 

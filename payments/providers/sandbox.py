@@ -15,7 +15,8 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from datetime import date
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -24,6 +25,7 @@ from django.conf import settings
 
 from config.errors import ApplicationError
 from config.strictjson import loads
+from observability import context
 from payments.providers.base import (
     ChargeResult,
     Notification,
@@ -34,15 +36,19 @@ from payments.providers.base import (
     ProviderRejected,
     RefundNotification,
     RefundResult,
+    StatementEntry,
+    StatementMalformed,
     WalletStatement,
 )
 from payments.providers.http import keepalive_session
+from payments.providers.observed import provider_call
 from payments.providers.sandbox_parsing import (
     parse_charge,
     parse_notification,
     parse_refund,
     parse_wallet,
 )
+from payments.providers.sandbox_statement import parse_statement, text_lines
 
 T = TypeVar("T")
 
@@ -67,6 +73,8 @@ SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
 # reference already holds a charge or refund with other terms (money may have
 # moved under it: ask, never guess). All are outcome-unknown.
 MONEY_4XX_WITH_A_MEANING = frozenset({408, 409, 422, 429})
+# The statement is read in pieces of this size: memory stays flat whatever its length.
+STATEMENT_CHUNK_BYTES = 64 * 1024
 
 
 def sign(*, secret: str, timestamp: int, raw_body: bytes) -> str:
@@ -98,6 +106,8 @@ class SandboxProvider:
     # --- calls ---------------------------------------------------------------------
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        # The request id goes along, so the provider's log lines carry it too.
+        kwargs["headers"] = {**kwargs.get("headers", {}), **context.outbound_headers()}
         try:
             return self.session.request(
                 method, f"{self.base_url}{path}", timeout=self.timeout, **kwargs
@@ -148,6 +158,7 @@ class SandboxProvider:
         self._same(out_refund_no, result.out_refund_no, "out_refund_no")
         return result
 
+    @provider_call("charge")
     def charge(
         self,
         *,
@@ -174,6 +185,7 @@ class SandboxProvider:
             raise self._refused(response, "charge")
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
+    @provider_call("query")
     def query(self, *, out_trade_no: str) -> ChargeResult | None:
         response = self._call("GET", f"/v1/charges/{out_trade_no}")
         if response.status_code == 404:
@@ -182,6 +194,7 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"query answered HTTP {response.status_code}")
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
+    @provider_call("close")
     def close(self, *, out_trade_no: str) -> ChargeResult:
         response = self._call("POST", f"/v1/charges/{out_trade_no}/close")
         if response.status_code == 409:
@@ -193,6 +206,7 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"close answered HTTP {response.status_code}")
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
+    @provider_call("refund")
     def refund(
         self,
         *,
@@ -219,6 +233,7 @@ class SandboxProvider:
         self._same(out_trade_no, result.out_trade_no, "out_trade_no")
         return result
 
+    @provider_call("query_refund")
     def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
         response = self._call("GET", f"/v1/refunds/{quote(out_refund_no, safe='')}")
         if response.status_code == 404:
@@ -227,6 +242,7 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"refund query answered HTTP {response.status_code}")
         return self._refund_answer(response, out_refund_no=out_refund_no)
 
+    @provider_call("wallet")
     def wallet(self, *, payer: str) -> WalletStatement | None:
         response = self._call("GET", f"/v1/wallets/{quote(payer, safe='')}")
         if response.status_code == 404:
@@ -234,6 +250,23 @@ class SandboxProvider:
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"wallet answered HTTP {response.status_code}")
         return self._read(response, parse_wallet)
+
+    def statement(self, *, day: date) -> Iterator[StatementEntry]:
+        # Streamed: the body is read as it arrives and parsed line by line, so a day
+        # of millions of lines never sits in memory. The read timeout applies
+        # between chunks, not to the whole download.
+        with self._call("GET", f"/v1/statements/{day.isoformat()}", stream=True) as response:
+            if response.status_code != 200:
+                raise ProviderOutcomeUnknown(f"statement answered HTTP {response.status_code}")
+            try:
+                yield from parse_statement(
+                    text_lines(response.iter_content(chunk_size=STATEMENT_CHUNK_BYTES)), day=day
+                )
+            except UnicodeDecodeError as error:
+                raise StatementMalformed(f"not UTF-8 text: {error}") from error
+            except requests.RequestException as error:
+                # Cut off half-way: what we read is fine, but we do not have the day.
+                raise ProviderOutcomeUnknown(f"statement download broke off: {error}") from error
 
     # --- notifications -------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from payments.models import (
     Payment,
     PaymentStatus,
     Refund,
+    RefundAttemptStatus,
 )
 from payments.providers import (
     ChargeResult,
@@ -43,6 +44,7 @@ from payments.providers import (
 )
 from reconcile.checks import AuditContext, Checked
 from reconcile.findings import Finding
+from reconcile.models import StrayCapture
 
 CHARGE_HAS_PAID_ORDER = "provider-charge-belongs-to-one-paid-order"
 PAYMENT_HAS_CHARGE = "succeeded-payment-has-provider-charge"
@@ -109,10 +111,19 @@ def _payer(ctx: AuditContext, *, payer: str) -> list[Finding]:
     findings += _totals_per_currency(
         payer=payer, charges=settled, refunds=[r for r in refunds if r.out_refund_no not in young]
     )
+    # A capture of a reference we hold no attempt for, found and refunded in full
+    # (reconcile/services/strays.py): booked by its refund, not by an order.
+    stray_refunded = set(
+        StrayCapture.objects.filter(
+            trade_no__in=[charge.trade_no for charge in settled],
+            refund_status=RefundAttemptStatus.SUCCEEDED,
+        ).values_list("trade_no", flat=True)
+    )
     findings += [
         _stray_charge(payer=payer, charge=charge, payment=ours.get(charge.out_trade_no))
         for charge in settled
         if not _charge_is_booked(charge, ours.get(charge.out_trade_no))
+        and charge.trade_no not in stray_refunded
     ]
 
     charged = {charge.trade_no for charge in successes}

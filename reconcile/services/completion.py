@@ -39,6 +39,7 @@ from django.utils import timezone
 from idempotency.core import acquire_abandoned, release, resume
 from idempotency.errors import IdempotencyKeyInUse
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from observability import context
 from payments.errors import PaymentOutcomeUnknown, RefundOutcomeUnknown
 from payments.flows import PayPoint, order_pay_flow
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
@@ -189,6 +190,7 @@ def _completer_for(record: IdempotencyKey) -> Callable[..., Completion] | None:
     return _COMPLETERS.get((record.method.upper(), route))
 
 
+@context.isolated
 def record_complete(*, record_id: int, provider: PaymentProvider | None = None) -> Completion:
     """Drive one abandoned record to its end, or leave it (released) and say why."""
     record = acquire_abandoned(record_id=record_id)

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from observability import context
 from payments.models import Payment, Refund
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_settle
@@ -69,11 +70,18 @@ def _resolve_refund(refund: Refund, provider: PaymentProvider) -> str | None:
     return f"provider says {account.status}: refund {settled.refund.status}"
 
 
+@context.isolated
 def notification_resolve(
     *, notification: ProviderNotification, provider: PaymentProvider
 ) -> str | None:
     """Settle the matter a notification raised from the provider's account; the
     resolution in words, or None if it stays open. Outside any transaction."""
+    # The notification's references go on every line about it (and to the provider).
+    context.bind(
+        notify_id=notification.notify_id,
+        out_trade_no=notification.out_trade_no,
+        out_refund_no=notification.out_refund_no or None,
+    )
     try:
         if notification.refund_attempt is not None:
             resolution = _resolve_refund(notification.refund_attempt, provider)

@@ -7,6 +7,8 @@ A job is one ``run_once()``; a pass is all of them in a sensible order:
    amounts): roll forward, or book orphaned captures and start their refunds;
 3. reconcile refunds: settle unknown ones, send orphan refunds (after 1 and 2
    started some);
+   then what the daily statement left for later: lines whose attempt was in
+   flight, refunds of stray captures, unmatched notifications of captures;
 4. complete abandoned requests whose attempt was settled some other way;
 5. expire unpaid orders (after 1, an attempt that was failed frees its order);
 6. reap idempotency records past their retention window;
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idempotency.services import idempotency_key_reap
+from observability.tracking import reconcile_job
 from reconcile.locks import single_runner
 from reconcile.services import (
     completion,
@@ -32,6 +35,7 @@ from reconcile.services import (
     notifications,
     payments,
     refunds,
+    statement_jobs,
 )
 
 
@@ -50,12 +54,17 @@ COMPLETE_REQUESTS = Job("complete-requests", completion.run_once)
 EXPIRE_ORDERS = Job("expire-orders", expiry.run_once)
 REAP_KEYS = Job("reap-keys", idempotency_key_reap)
 FULFIL_ORDERS = Job("fulfil-orders", fulfilment.run_once)
+# Daily, not part of a pass: yesterday's statement (see statement_jobs).
+RECONCILE_STATEMENT = Job("reconcile-statement", statement_jobs.daily_run_once)
+# In every pass: what a statement left for later (pending lines, stray refunds).
+STATEMENT_LEFTOVERS = Job("statement-leftovers", statement_jobs.leftovers_run_once)
 
 # The order of a pass (see the module docstring for why).
 JOBS = [
     RECONCILE_PAYMENTS,
     RECONCILE_NOTIFICATIONS,
     RECONCILE_REFUNDS,
+    STATEMENT_LEFTOVERS,
     COMPLETE_REQUESTS,
     EXPIRE_ORDERS,
     REAP_KEYS,
@@ -63,6 +72,7 @@ JOBS = [
 ]
 
 
+@reconcile_job
 def job_run(job: Job) -> dict[str, Any] | None:
     """Run ``job`` if no other runner is running it; its counts, or None if skipped."""
     with single_runner(name=job.name) as mine:

@@ -41,6 +41,7 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from observability import context
 from payments.models import UNSETTLED_STATUSES, Payment, PaymentStatus
 from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
@@ -190,15 +191,19 @@ def _retry_later(*, payment: Payment, now: datetime) -> None:
     retry_later(Payment, row=payment, statuses=UNSETTLED_STATUSES, now=now)
 
 
+@context.isolated
 def _apply_guarded(*, payment: Payment, answer: Answer) -> Resolution:
     # One attempt's bug or database hiccup must not stop the others; it is logged
     # and backs off like an unreachable provider, so it cannot spin in a hot loop.
+    context.bind(out_trade_no=payment.out_trade_no)  # on every line about this attempt
     try:
-        return payment_answer_apply(payment=payment, answer=answer)
+        resolution = payment_answer_apply(payment=payment, answer=answer)
     except Exception:
         logger.exception("payment %s: reconciliation failed", payment.pk)
         _retry_later(payment=payment, now=timezone.now())
         return Resolution.ERROR
+    logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
+    return resolution
 
 
 def run_once(

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils import timezone
 
+from observability import context
 from payments.models import UNSETTLED_REFUND_STATUSES, Refund, RefundAttemptStatus
 from payments.orphans import orphan_refund_start
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
@@ -117,14 +118,19 @@ def _retry_later(*, refund: Refund) -> None:
     retry_later(Refund, row=refund, statuses=UNSETTLED_REFUND_STATUSES, now=timezone.now())
 
 
+@context.isolated
 def _reconcile_guarded(*, refund: Refund, provider: PaymentProvider) -> RefundResolution:
     # One attempt's bug must not stop the others: logged, and backed off.
+    # The refund's and its charge's references go on every line about this attempt.
+    context.bind(out_refund_no=refund.refund_no, out_trade_no=refund.payment.out_trade_no)
     try:
-        return refund_reconcile(refund=refund, provider=provider)
+        resolution = refund_reconcile(refund=refund, provider=provider)
     except Exception:
         logger.exception("refund %s: reconciliation failed", refund.pk)
         _retry_later(refund=refund)
         return RefundResolution.ERROR
+    logger.info("refund %s reconciled: %s", refund.pk, resolution.value)
+    return resolution
 
 
 def run_once(

@@ -86,6 +86,14 @@ class Charge(models.Model):
                 name="sandbox_charge_late_success_only_declined",
             ),
         ]
+        indexes = [
+            # The daily statement reads a day's successful charges in paid_at order.
+            models.Index(
+                fields=["paid_at", "id"],
+                condition=Q(status="SUCCESS"),
+                name="sandbox_charge_statement_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.trade_no} {self.out_trade_no} {self.status}"
@@ -137,6 +145,14 @@ class Refund(models.Model):
                 condition=Q(status="DECLINED", decline_reason__isnull=False)
                 | (~Q(status="DECLINED") & Q(decline_reason__isnull=True)),
                 name="sandbox_refund_reason_iff_declined",
+            ),
+        ]
+        indexes = [
+            # The daily statement reads a day's successful refunds in refunded_at order.
+            models.Index(
+                fields=["refunded_at", "id"],
+                condition=Q(status="SUCCESS"),
+                name="sandbox_refund_statement_idx",
             ),
         ]
 

@@ -16,13 +16,19 @@ from django.conf import settings as django_settings
 from django.db.models import Sum
 
 from callbacks.models import ProviderNotification
+from observability.metrics.gauges import gauge_values
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
 from payments.providers import get_provider
 from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
 from reconcile.audit import audit_run
 from reconcile.services import expiry
-from reconcile.services.passes import pass_run_once
+from reconcile.services.passes import (
+    RECONCILE_NOTIFICATIONS,
+    RECONCILE_REFUNDS,
+    job_run,
+    pass_run_once,
+)
 from tests.assertions import assert_paid_once
 from tests.callbacks.test_api import body_for, notify
 from tests.conftest import new_key
@@ -204,6 +210,41 @@ def test_a_late_success_for_an_order_paid_by_another_attempt_is_refunded(
     assert (order.status, order.refunded_amount) == ("PAID", 0)
     account = wallet(user)
     assert (account["charged_total"], account["refunded_total"]) == (2 * order.amount, order.amount)
+    assert_books_balance(user, wallet)
+
+
+def orphan_gauges() -> dict[str, float]:
+    """The gauges /metrics serves about orphans and refunds, read as a scrape reads them."""
+    return {
+        gauge.name: gauge.value
+        for gauge in gauge_values()
+        if gauge.name.startswith(("onceshop_orphaned_captures", "onceshop_refunds_unresolved"))
+    }
+
+
+def test_an_orphaned_capture_is_counted_until_its_refund_succeeds(
+    pay, fault, order, user, wallet, worker, due_at_once
+):
+    # Given a late capture for an order another attempt paid
+    late = declined_late(pay, fault)
+    assert pay().status_code == 200
+    success_notified(worker, late)
+
+    # When only the notifications job runs: the capture is booked, its refund started
+    job_run(RECONCILE_NOTIFICATIONS)
+
+    # Then it is an orphaned capture awaiting its refund (what the alert bounds)
+    during = orphan_gauges()
+    assert during["onceshop_orphaned_captures_unrefunded"] == 1
+    assert during["onceshop_orphaned_captures_unrefunded_oldest_age_seconds"] > 0
+    assert during["onceshop_refunds_unresolved"] == 1  # the orphan refund, not sent yet
+
+    # When the refunds job sends the refund
+    job_run(RECONCILE_REFUNDS)
+
+    # Then the money is back and every gauge is zero again
+    assert_orphan_refunded(late, why="order-paid", amount=order.amount)
+    assert set(orphan_gauges().values()) == {0.0}
     assert_books_balance(user, wallet)
 
 

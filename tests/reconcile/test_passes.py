@@ -90,6 +90,7 @@ def test_beat_schedules_every_periodic_job(settings):
         "idempotency.tasks.reap_idempotency_keys",
         "reconcile.tasks.fulfil_paid_orders",
         "callbacks.tasks.strip_unmatched_notification_bodies",
+        "reconcile.tasks.audit_books",  # feeds the audit-findings gauge and alert
     }
     for entry in schedule.values():
         module, _, name = str(entry["task"]).rpartition(".")

@@ -86,7 +86,13 @@ def test_the_live_endpoint_renders_the_same_sections(demo_mode, sandbox, web, or
 
     data = web.get("/books/live/").json()
 
-    assert set(data["fragments"]) == {"books-verdict", "books-tables", "books-waiting"}
+    assert set(data["fragments"]) == {
+        "books-verdict",
+        "books-tables",
+        "books-waiting",
+        "books-statements",
+        "books-gauges",
+    }
     assert 'data-books="orders-paid">1<' in data["fragments"]["books-tables"]
     assert "verdict" in data["fragments"]["books-verdict"]
 
@@ -116,3 +122,23 @@ def test_an_unreachable_provider_is_said_in_words(demo_mode, web, order):
     assert books.wallets[0].error.startswith("provider: ")
     assert not books.wallets_agree
     assert "provider: ConnectionError" in web.get("/books/").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_books_show_the_gauges_the_alerts_watch(
+    demo_mode, sandbox, web, order, pay, fault, settings
+):
+    # Given a pay whose outcome is unknown (the provider answers after our timeout)
+    settings.PROVIDER_TIMEOUT_S = 0.5
+    fault("timeout_after_commit", delay_s=1)
+    assert pay().status_code == 503
+
+    response = web.get("/books/")
+
+    gauges = {row.name + row.labels: row.shown for row in response.context["books"].gauges}
+    page = response.content.decode()
+    assert gauges["onceshop_payments_unresolved"] == "1"
+    # the gauge is the page's own audit run (the same number, not a second audit)
+    assert gauges["onceshop_audit_findings"] == str(len(response.context["books"].audit.findings))
+    assert gauges["onceshop_audit_last_run_timestamp_seconds"].endswith(" s ago")
+    assert 'data-gauge="onceshop_payments_unresolved">1<' in page

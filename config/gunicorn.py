@@ -1,0 +1,28 @@
+"""gunicorn's settings file (``gunicorn -c python:config.gunicorn``): metrics hooks, logs.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set, every worker writes its counters to that
+directory and ``/metrics`` sums them (observability/metrics/multiproc.py). The
+master empties it before the first worker starts, and drops a dead worker's
+live gauges when it exits. Without the variable both hooks do nothing.
+
+gunicorn's own lines (booting, worker timeouts) use the app's format: LOG_FORMAT.
+"""
+
+import os
+from typing import Any
+
+from observability.logs import DEFAULT_LOG_FORMAT, logging_config
+from observability.metrics import multiproc
+
+logconfig_dict = logging_config(
+    log_format=os.environ.get("LOG_FORMAT", DEFAULT_LOG_FORMAT),
+    level=os.environ.get("LOG_LEVEL", "INFO"),
+)
+
+
+def on_starting(server: Any) -> None:
+    multiproc.reset_directory()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    multiproc.mark_dead(worker.pid)

@@ -1,0 +1,2 @@
+"""Prometheus metrics: ``instruments`` (counted where things happen), ``gauges`` (read
+at scrape time), ``exposition`` (``/metrics`` and the worker's endpoint), ``multiproc``."""

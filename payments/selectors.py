@@ -1,0 +1,44 @@
+"""Reads of payments and refunds for the operators' gauges (docs/operating.md).
+
+A scrape runs them every 15 seconds or so, and an unhealthy shop is exactly when
+they must stay fast: unsettled attempts are read off their partial indexes
+(``payment_unsettled_idx`` and its refund twin), which hold only the work left
+to do; orphaned captures are few by nature (a provider settling late and
+contrary) and read off the status.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Exists, OuterRef
+
+from observability.selectors import count_and_age
+from payments.models import (
+    UNSETTLED_REFUND_STATUSES,
+    UNSETTLED_STATUSES,
+    Payment,
+    PaymentStatus,
+    Refund,
+    RefundAttemptStatus,
+)
+
+
+def payments_unresolved() -> tuple[float, float]:
+    """Attempts PENDING or UNKNOWN: how many, and the oldest's age since created."""
+    return count_and_age(Payment.objects.filter(status__in=UNSETTLED_STATUSES), "created_at")
+
+
+def refunds_unresolved() -> tuple[float, float]:
+    """Refund attempts PENDING or UNKNOWN (orphan refunds included): count, oldest age."""
+    return count_and_age(Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "created_at")
+
+
+def orphaned_captures_unrefunded() -> tuple[float, float]:
+    """Orphaned captures whose money is not back with the payer yet: count, and the age
+    of the oldest since it was booked (its refund may be in flight or declined)."""
+    refunded = Refund.objects.filter(
+        payment=OuterRef("pk"), order__isnull=True, status=RefundAttemptStatus.SUCCEEDED
+    )
+    return count_and_age(
+        Payment.objects.filter(status=PaymentStatus.ORPHANED).exclude(Exists(refunded)),
+        "settled_at",
+    )

@@ -1,0 +1,408 @@
+"""The daily statement (对账单): import a provider's day exactly once, match it, report.
+
+    statement_reconcile(day)
+      1. the import row: INSERT ... ON CONFLICT DO NOTHING on (provider, day) —
+         however many beat instances or reruns fire, one row, decided by the
+         unique constraint, not by a lock;
+      2. download: the statement is read as it streams and its lines inserted in
+         batches, ON CONFLICT (provider, kind, provider_id) DO NOTHING, all in one
+         transaction — a rerun adds only the lines it had not seen (today's
+         statement still grows), a malformed line or a broken download keeps
+         nothing of that download, and a process killed half-way leaves nothing
+         half-imported (PostgreSQL rolls the transaction back);
+      3. matching, batch by batch (``matching.py``), each batch committed on its
+         own: a crash stops it between batches, and the next run takes up the
+         lines still pending, nothing else;
+      4. what has no ledger entry is settled by asking the provider, never by
+         guessing: a capture of an attempt of ours goes through
+         ``payment_apply_truth`` (roll forward, or book and refund the orphaned
+         capture), a refund through ``refund_settle``, a capture of a reference
+         we hold no attempt for is refunded (``strays.py``);
+      5. ledger entries booked that day before the download began, which no
+         statement lists, become ``not-on-statement`` discrepancies; one that a
+         later statement lists is resolved by it.
+
+Two importers running side by side are harmless: every insert skips what exists,
+every update is conditional on the state it expects, and the provider-facing
+writes are the idempotent services the reconciler uses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Func
+from django.utils import timezone
+
+from payments.models import (
+    UNSETTLED_REFUND_STATUSES,
+    UNSETTLED_STATUSES,
+    Payment,
+    Refund,
+)
+from payments.providers import (
+    ChargeStatus,
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    RefundStatus,
+    StatementEntry,
+    StatementMalformed,
+    get_provider,
+)
+from payments.refunds import refund_settle
+from reconcile.models import (
+    SANDBOX,
+    DiscrepancyKind,
+    LineKind,
+    LineOutcome,
+    StatementDiscrepancy,
+    StatementImport,
+    StatementLine,
+    StrayCapture,
+)
+from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE
+from reconcile.services.completion import complete_requests_for
+from reconcile.services.matching import match_range, pending_ranges
+from reconcile.services.payments import payment_apply_truth
+from reconcile.services.strays import stray_capture_take, stray_refund
+
+logger = logging.getLogger(__name__)
+
+# Lines per matching batch: six statements per thousand lines, and a batch's
+# statements are short.
+BATCH_SIZE = 1000
+
+
+class StatementFailed(Exception):
+    """The day's statement could not be imported (unreadable, or the provider is away).
+
+    Nothing of that download was kept; the reason is on the import row too.
+    """
+
+
+@dataclass(frozen=True)
+class StatementCounts:
+    """What one run did for one day."""
+
+    day: date
+    downloaded: int = 0  # lines in the statement as downloaded
+    new_lines: int = 0  # lines this run added (a rerun: what the day gained since)
+    matched: int = 0  # lines settled by the set-based matching
+    asked: int = 0  # lines with no ledger entry, settled by asking the provider
+    stray: int = 0  # captures of references we hold no attempt for, refunded
+    in_flight: int = 0  # lines whose attempt is younger than RECONCILE_AFTER_S: next run
+    unreachable: int = 0  # the provider did not answer about a line: next run
+    discrepancies: int = 0  # discrepancies this run opened
+    resolved: int = 0  # not-on-statement discrepancies a statement now lists
+
+
+def statement_reconcile(
+    *, day: date, provider: PaymentProvider | None = None, batch_size: int = BATCH_SIZE
+) -> StatementCounts:
+    """Import ``day``'s statement (once per provider and day) and match it. See the module."""
+    provider = provider or get_provider()
+    statement = statement_import_row(day=day)
+    downloaded, new_lines = statement_download(statement=statement, provider=provider)
+    counts = statement_match(statement=statement, provider=provider, batch_size=batch_size)
+    return StatementCounts(
+        day=day, downloaded=downloaded, new_lines=new_lines, **_without_day(counts)
+    )
+
+
+def statement_import_row(*, day: date, provider: str = SANDBOX) -> StatementImport:
+    """The one import row of (provider, day): inserted by whoever comes first."""
+    StatementImport.objects.bulk_create(
+        [StatementImport(provider=provider, day=day)], ignore_conflicts=True
+    )
+    return StatementImport.objects.get(provider=provider, day=day)
+
+
+def statement_download(*, statement: StatementImport, provider: PaymentProvider) -> tuple[int, int]:
+    """Read the whole statement into lines, in one transaction: (lines read, lines new).
+
+    Raises StatementFailed, having kept nothing of this download.
+    """
+    # Everything the provider settled before this instant is in what we are about to
+    # read: its statement is read after it, and a settlement is committed before the
+    # provider answers the charge (or refund) that our ledger entry books.
+    started = timezone.now()
+    try:
+        with transaction.atomic():
+            read, added = _insert_lines(statement, provider.statement(day=statement.day))
+            held = StatementLine.objects.filter(statement=statement).count()
+            StatementImport.objects.filter(pk=statement.pk).update(
+                # GREATEST ignores NULL: the first download sets it, a slower older one
+                # finishing last never moves it back.
+                covered_until=Func(F("covered_until"), started, function="GREATEST"),
+                downloads=F("downloads") + 1,
+                lines=held,
+                error="",
+            )
+    except (StatementMalformed, ProviderOutcomeUnknown) as error:
+        reason = f"{type(error).__name__}: {error}"
+        StatementImport.objects.filter(pk=statement.pk).update(error=reason[:2000])
+        logger.error("statement %s %s not imported: %s", statement.provider, statement.day, reason)
+        raise StatementFailed(reason) from error
+    return read, added
+
+
+# The statement's lines are first copied into a temporary table (COPY: the fastest
+# way into PostgreSQL), then inserted with one INSERT ... SELECT ... ON CONFLICT DO
+# NOTHING: its row count is exactly the lines this run added, even beside another
+# importer. The table lives only as long as the download's transaction.
+_STAGING = """
+    CREATE TEMPORARY TABLE statement_staging (
+        line_no integer, kind text, provider_id text, reference text, amount bigint,
+        currency text, status text, settled_at timestamptz
+    ) ON COMMIT DROP
+"""
+_FROM_STAGING = """
+    INSERT INTO reconcile_statementline
+        (statement_id, provider, line_no, kind, provider_id, reference, amount, currency,
+         status, settled_at, outcome, note)
+    SELECT %(statement)s, %(provider)s, line_no, kind, provider_id, reference, amount,
+           currency, status, settled_at, %(pending)s, ''
+    FROM statement_staging ORDER BY line_no
+    ON CONFLICT (provider, kind, provider_id) DO NOTHING
+"""
+_COPY = (
+    "COPY statement_staging "
+    "(line_no, kind, provider_id, reference, amount, currency, status, settled_at) FROM STDIN"
+)
+
+
+def _insert_lines(statement: StatementImport, entries: Iterable[StatementEntry]) -> tuple[int, int]:
+    """Stage the lines as they are parsed, then insert the new ones: (read, added).
+
+    One COPY for the whole statement: the driver sends the rows to the server in
+    buffers as they come, so nothing waits for the whole file, here either.
+    """
+    read = 0
+    with connection.cursor() as cursor:
+        cursor.execute(_STAGING)
+        with cursor.cursor.copy(_COPY) as copy:
+            for entry in entries:
+                read += 1
+                copy.write_row(
+                    (
+                        entry.line,
+                        entry.kind.value,
+                        entry.provider_id,
+                        entry.reference,
+                        entry.amount,
+                        entry.currency,
+                        entry.status,
+                        entry.settled_at,
+                    )
+                )
+        cursor.execute(
+            _FROM_STAGING,
+            {
+                "statement": statement.pk,
+                "provider": statement.provider,
+                "pending": LineOutcome.PENDING.value,
+            },
+        )
+        return read, cursor.rowcount
+
+
+def statement_match(
+    *, statement: StatementImport, provider: PaymentProvider, batch_size: int = BATCH_SIZE
+) -> StatementCounts:
+    """Match every pending line of the statement, then look for entries it lacks."""
+    counts: Counter[str] = Counter()
+    for lo, hi in pending_ranges(statement_id=statement.pk, batch_size=batch_size):
+        match = partial(match_range, statement_id=statement.pk, day=statement.day, lo=lo, hi=hi)
+        counts += match(now=timezone.now())
+        asked: list[StatementLine] = []
+        for line in StatementLine.objects.filter(
+            statement=statement, id__range=(lo, hi), outcome=LineOutcome.PENDING
+        ):
+            action = _settle_unbooked(line=line, provider=provider)
+            counts[action] += 1
+            if action in ("asked", "stray"):
+                asked.append(line)
+        if asked:
+            again = match(now=timezone.now())
+            counts["discrepancies"] += again["discrepancies"] + _not_booked(asked)
+    statement.refresh_from_db()
+    if statement.covered_until is not None:
+        counts["discrepancies"] += _not_on_statement(statement)
+    counts["resolved"] = discrepancies_resolve_by_statements()
+    if not StatementLine.objects.filter(statement=statement, outcome=LineOutcome.PENDING).exists():
+        StatementImport.objects.filter(pk=statement.pk).update(matched_at=timezone.now())
+    return StatementCounts(day=statement.day, **counts)
+
+
+def _settle_unbooked(*, line: StatementLine, provider: PaymentProvider) -> str:
+    """A line with no ledger entry: ask the provider and settle from its answer.
+
+    Returns what happened: ``asked`` (settled from the provider's account, to be
+    matched again), ``stray``, ``in_flight``, ``unreachable``, or ``discrepancies``.
+    """
+    in_flight_since = timezone.now() - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    try:
+        if line.kind == LineKind.CHARGE:
+            return _settle_capture(line=line, provider=provider, since=in_flight_since)
+        return _settle_refund(line=line, provider=provider, since=in_flight_since)
+    except ProviderOutcomeUnknown as error:
+        logger.warning("statement line %s: provider unreachable (%s)", line.pk, error)
+        return "unreachable"
+
+
+def _settle_capture(*, line: StatementLine, provider: PaymentProvider, since: datetime) -> str:
+    payment = Payment.objects.filter(out_trade_no=line.reference).first()
+    if payment is None:
+        stray = stray_capture_take(
+            out_trade_no=line.reference, trade_no=line.provider_id, provider=provider
+        )
+        if stray is None:
+            return _open(line, "the provider's query does not confirm this capture")
+        return "stray"
+    if payment.status in UNSETTLED_STATUSES and payment.updated_at >= since:
+        return "in_flight"  # a request is settling it right now
+    account = provider.query(out_trade_no=payment.out_trade_no)
+    if account is None or account.status is not ChargeStatus.SUCCESS:
+        status = account.status if account else "no charge"
+        return _open(line, f"asked the provider about {payment.out_trade_no}: {status}")
+    resolution = payment_apply_truth(payment_id=payment.pk, account=account)
+    complete_requests_for(resource_type=PAYMENT_RESOURCE, ids=[payment.pk], provider=provider)
+    _note(line, f"no ledger entry; asked the provider: {resolution.value}")
+    return "asked"
+
+
+def _settle_refund(*, line: StatementLine, provider: PaymentProvider, since: datetime) -> str:
+    refund = Refund.objects.filter(refund_no=line.reference).first()
+    if refund is not None:
+        if refund.status in UNSETTLED_REFUND_STATUSES and refund.updated_at >= since:
+            return "in_flight"
+        account = provider.query_refund(out_refund_no=refund.refund_no)
+        if account is None or account.status is not RefundStatus.SUCCESS:
+            status = account.status if account else "no refund"
+            return _open(line, f"asked the provider about {refund.refund_no}: {status}")
+        settled = refund_settle(refund_id=refund.pk, result=account, confirmed=True)
+        complete_requests_for(resource_type=REFUND_RESOURCE, ids=[refund.pk], provider=provider)
+        _note(line, f"no ledger entry; asked the provider: {settled.outcome.value}")
+        return "asked"
+    stray = StrayCapture.objects.filter(provider=line.provider, refund_no=line.reference).first()
+    if stray is not None:
+        stray_refund(stray=stray, provider=provider)
+        return "stray"
+    return _open(
+        line,
+        f"refund {line.provider_id} ({line.reference}): no refund attempt of ours",
+        kind=DiscrepancyKind.UNKNOWN_REFUND,
+    )
+
+
+def _note(line: StatementLine, note: str) -> None:
+    StatementLine.objects.filter(pk=line.pk).update(note=note)
+
+
+def _open(line: StatementLine, reason: str, *, kind: str = DiscrepancyKind.NOT_BOOKED) -> str:
+    """Mark the line a discrepancy (if still pending) and open one for it, once."""
+    with transaction.atomic():
+        moved = StatementLine.objects.filter(pk=line.pk, outcome=LineOutcome.PENDING).update(
+            outcome=LineOutcome.DISCREPANCY, note=reason, matched_at=timezone.now()
+        )
+        if moved:
+            StatementDiscrepancy.objects.bulk_create(
+                [
+                    StatementDiscrepancy(
+                        kind=kind,
+                        day=line.settled_at.date(),
+                        line=line,
+                        reason=f"{line.kind} {line.provider_id} of {line.amount} "
+                        f"{line.currency}: {reason}",
+                    )
+                ],
+                ignore_conflicts=True,
+            )
+    return "discrepancies"
+
+
+def _not_booked(lines: list[StatementLine]) -> int:
+    """Lines that asking the provider settled, but that still meet no ledger entry."""
+    left = StatementLine.objects.filter(
+        pk__in=[line.pk for line in lines], outcome=LineOutcome.PENDING
+    )
+    for line in left:
+        _open(line, f"{line.note or 'settled from the provider'}, still no ledger entry")
+    return len(left)
+
+
+def _not_on_statement(statement: StatementImport) -> int:
+    """Open a discrepancy for each ledger entry of the day that no statement lists.
+
+    Only entries booked before the latest complete download began: the provider
+    had settled those (see ``statement_download``), so if it does not list them,
+    it does not know them. A booking just after midnight of a charge settled
+    just before is listed by the day before; importing that day resolves it.
+    """
+    start = datetime.combine(statement.day, time.min, tzinfo=UTC)
+    assert statement.covered_until is not None
+    end = min(start + timedelta(days=1), statement.covered_until)
+    sql = """
+        INSERT INTO reconcile_statementdiscrepancy
+            (kind, day, line_id, ledger_entry_id, reason, opened_at, resolution)
+        SELECT %(kind)s, %(day)s, NULL, e.id,
+               e.kind || ' ' || COALESCE(e.refund_id, e.trade_no) || ' of ' || e.amount
+               || ' ' || e.currency || ' (payment ' || e.payment_id
+               || '): the provider lists it on no statement',
+               %(now)s, ''
+        FROM payments_ledgerentry AS e
+        WHERE e.created_at >= %(start)s AND e.created_at < %(end)s
+          AND NOT EXISTS (
+              SELECT 1 FROM reconcile_statementline AS l WHERE l.ledger_entry_id = e.id)
+        ON CONFLICT DO NOTHING
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "kind": DiscrepancyKind.NOT_ON_STATEMENT.value,
+                "day": statement.day,
+                "now": timezone.now(),
+                "start": start,
+                "end": end,
+            },
+        )
+        return cursor.rowcount
+
+
+def discrepancies_resolve_by_statements() -> int:
+    """Resolve open not-on-statement discrepancies whose entry a statement now lists."""
+    sql = """
+        UPDATE reconcile_statementdiscrepancy AS d
+        SET resolved_at = %(now)s,
+            resolution = 'listed by the statement of ' || s.day || ', line ' || l.line_no
+        FROM reconcile_statementline AS l
+        JOIN reconcile_statementimport AS s ON s.id = l.statement_id
+        WHERE d.kind = %(kind)s AND d.resolved_at IS NULL
+          AND l.ledger_entry_id = d.ledger_entry_id AND l.outcome = %(matched)s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "now": timezone.now(),
+                "kind": DiscrepancyKind.NOT_ON_STATEMENT.value,
+                "matched": LineOutcome.MATCHED.value,
+            },
+        )
+        return cursor.rowcount
+
+
+def _without_day(counts: StatementCounts) -> dict[str, int]:
+    return {
+        name: value
+        for name, value in vars(counts).items()
+        if name not in ("day", "downloaded", "new_lines")
+    }

@@ -1,0 +1,177 @@
+"""Captures of references we hold no attempt for: confirmed by asking, then refunded.
+
+The shop commits its payment attempt before it asks the provider to charge, so
+a charge the provider holds for a reference we never wrote is not ours to keep
+(a record lost to a restore, a charge made by hand at the provider). The
+statement finds it, or a notification names it. Either way nothing is taken on
+their word: the provider's query must confirm the capture, and its answer is
+what we book and refund. The refund reference and its provider key are
+derived from the provider's charge, so however often this runs — two
+importers, a rerun, a crash and a retry — the provider refunds it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef
+from django.urls import reverse
+from django.utils import timezone
+
+from callbacks.models import ProviderNotification
+from payments.models import UNSETTLED_REFUND_STATUSES, Payment, RefundAttemptStatus
+from payments.providers import (
+    ChargeStatus,
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    ProviderRejected,
+    RefundResult,
+    RefundStatus,
+)
+from reconcile.models import SANDBOX, StrayCapture
+
+logger = logging.getLogger(__name__)
+
+# Our references are at most 64 characters, like the provider's.
+_MAX_REFERENCE = 64
+
+
+def stray_refund_no(trade_no: str) -> str:
+    """Our refund reference for a stray capture: derived from the provider's charge."""
+    derived = f"S{trade_no}"
+    if len(derived) <= _MAX_REFERENCE:
+        return derived
+    return "S" + hashlib.sha256(trade_no.encode()).hexdigest()[:40]
+
+
+def stray_capture_take(
+    *, out_trade_no: str, trade_no: str, provider: PaymentProvider
+) -> StrayCapture | None:
+    """Book the capture of ``out_trade_no`` as stray and refund it, if the provider confirms it.
+
+    None: the provider does not confirm a capture ``trade_no`` of that reference
+    (nothing is booked: a discrepancy for a person). Raises ProviderOutcomeUnknown.
+    """
+    if Payment.objects.filter(out_trade_no=out_trade_no).exists():
+        return None  # ours after all: the attempt's own reconciliation owns it
+    account = provider.query(out_trade_no=out_trade_no)
+    if (
+        account is None
+        or account.status is not ChargeStatus.SUCCESS
+        or account.trade_no != trade_no
+        or account.amount is None
+        or account.currency is None
+    ):
+        logger.error(
+            "stray %s: the provider does not confirm %s: %s", out_trade_no, trade_no, account
+        )
+        return None
+    # The unique constraints decide between two runners: one row, whoever inserts it.
+    StrayCapture.objects.bulk_create(
+        [
+            StrayCapture(
+                provider=SANDBOX,
+                out_trade_no=out_trade_no,
+                trade_no=trade_no,
+                amount=account.amount,
+                currency=account.currency,
+                refund_no=stray_refund_no(trade_no),
+            )
+        ],
+        ignore_conflicts=True,
+    )
+    stray = StrayCapture.objects.get(provider=SANDBOX, trade_no=trade_no)
+    logger.warning(
+        "stray capture %s of %s %s for unknown reference %s: refunding it",
+        trade_no,
+        stray.amount,
+        stray.currency,
+        out_trade_no,
+    )
+    stray_refund(stray=stray, provider=provider)
+    return stray
+
+
+def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
+    """Get the stray capture's money back to the payer; its refund status after this try.
+
+    Asks first (a send from an earlier try may have got there), then sends with
+    the derived key; an unreachable provider leaves it UNKNOWN for the next run.
+    """
+    if stray.refund_status == RefundAttemptStatus.SUCCEEDED:
+        return stray.refund_status
+    try:
+        account = provider.query_refund(out_refund_no=stray.refund_no)
+        if account is None:
+            account = provider.refund(
+                out_refund_no=stray.refund_no,
+                out_trade_no=stray.out_trade_no,
+                amount=stray.amount,
+                notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
+                idempotency_key=f"onceshop-{stray.refund_no}",
+            )
+    except ProviderRejected as error:
+        _settle(stray=stray, status=RefundAttemptStatus.FAILED, code=error.code)
+        return RefundAttemptStatus.FAILED
+    except ProviderOutcomeUnknown as error:
+        logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
+        _settle(stray=stray, status=RefundAttemptStatus.UNKNOWN)
+        return RefundAttemptStatus.UNKNOWN
+    return _apply(stray=stray, account=account)
+
+
+def _apply(*, stray: StrayCapture, account: RefundResult) -> str:
+    if account.out_refund_no != stray.refund_no or account.out_trade_no != stray.out_trade_no:
+        logger.error("stray refund %s: answer about another refund: %s", stray.refund_no, account)
+        return stray.refund_status
+    if account.status is RefundStatus.SUCCESS:
+        _settle(stray=stray, status=RefundAttemptStatus.SUCCEEDED, refund_id=account.refund_id)
+        stray_notifications_resolve()
+        return RefundAttemptStatus.SUCCEEDED
+    _settle(stray=stray, status=RefundAttemptStatus.FAILED, code=account.decline_reason or "")
+    return RefundAttemptStatus.FAILED
+
+
+def _settle(
+    *, stray: StrayCapture, status: str, refund_id: str | None = None, code: str = ""
+) -> None:
+    # Conditional: a SUCCEEDED refund is final, whatever a slower runner saw.
+    StrayCapture.objects.filter(pk=stray.pk).exclude(
+        refund_status=RefundAttemptStatus.SUCCEEDED
+    ).update(
+        refund_status=status,
+        refund_id=refund_id,
+        failure_code=code[:64],
+        refunded_at=timezone.now() if status == RefundAttemptStatus.SUCCEEDED else None,
+    )
+    stray.refresh_from_db()
+
+
+def strays_unrefunded() -> list[StrayCapture]:
+    """Stray captures whose refund is not settled yet (a declined one is final there:
+    the provider answers the same reference the same way; the audit reports it)."""
+    return list(StrayCapture.objects.filter(refund_status__in=UNSETTLED_REFUND_STATUSES))
+
+
+def stray_notifications_resolve() -> int:
+    """Resolve unmatched notifications about stray captures whose refund succeeded.
+
+    They named a reference we hold no attempt for; the statement (or the
+    provider's query) showed the capture, and it went back: that is the
+    resolution, recorded on each. One UPDATE, whatever the number.
+    """
+    refunded = StrayCapture.objects.filter(
+        out_trade_no=OuterRef("out_trade_no"), refund_status=RefundAttemptStatus.SUCCEEDED
+    )
+    return (
+        ProviderNotification.objects.filter(
+            outcome=ProviderNotification.Outcome.UNMATCHED, resolved_at__isnull=True
+        )
+        .filter(Exists(refunded))
+        .update(
+            resolved_at=timezone.now(),
+            resolution="stray capture (no attempt of ours): confirmed by the provider, refunded",
+        )
+    )
