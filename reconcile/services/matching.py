@@ -35,13 +35,18 @@ _ENTRY_OF = {
     LineKind.REFUND: ("refund_id", REFUND_KINDS),
 }
 
-_MATCH = """
-    UPDATE reconcile_statementline AS l
-    SET outcome = %(matched)s, ledger_entry_id = e.id, matched_at = %(now)s
+# A pending line of the batch, joined to the ledger entry of its kind and provider id.
+_PENDING_WITH_ENTRY = """
     FROM payments_ledgerentry AS e
     WHERE l.statement_id = %(statement)s AND l.id BETWEEN %(lo)s AND %(hi)s
       AND l.outcome = %(pending)s AND l.kind = %(kind)s
       AND e.kind = ANY(%(entry_kinds)s) AND e.{id_column} = l.provider_id
+"""
+
+_MATCH = """
+    UPDATE reconcile_statementline AS l
+    SET outcome = %(matched)s, ledger_entry_id = e.id, matched_at = %(now)s
+    {pending_with_entry}
       AND e.amount = l.amount AND e.currency = l.currency
 """
 
@@ -49,10 +54,7 @@ _DIFFER = """
     WITH differing AS (
         UPDATE reconcile_statementline AS l
         SET outcome = %(discrepancy)s, ledger_entry_id = e.id, matched_at = %(now)s
-        FROM payments_ledgerentry AS e
-        WHERE l.statement_id = %(statement)s AND l.id BETWEEN %(lo)s AND %(hi)s
-          AND l.outcome = %(pending)s AND l.kind = %(kind)s
-          AND e.kind = ANY(%(entry_kinds)s) AND e.{id_column} = l.provider_id
+        {pending_with_entry}
           AND (e.amount <> l.amount OR e.currency <> l.currency)
         RETURNING l.id, e.id AS entry_id, l.kind, l.provider_id, l.amount, l.currency,
                   e.amount AS booked, e.currency AS booked_currency
@@ -108,9 +110,10 @@ def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime
                 "kind": kind.value,
                 "entry_kinds": [entry_kind.value for entry_kind in entry_kinds],
             }
-            cursor.execute(_MATCH.format(id_column=id_column), kind_params)
+            join = _PENDING_WITH_ENTRY.format(id_column=id_column)
+            cursor.execute(_MATCH.format(pending_with_entry=join), kind_params)
             counts["matched"] += cursor.rowcount
-            cursor.execute(_DIFFER.format(id_column=id_column), kind_params)
+            cursor.execute(_DIFFER.format(pending_with_entry=join), kind_params)
             counts["discrepancies"] += cursor.rowcount  # discrepancies inserted
         for kind, id_column, condition in _STRAY_OF:
             cursor.execute(

@@ -80,7 +80,12 @@ def test_the_live_endpoint_renders_the_same_sections(demo_mode, sandbox, web, or
 
     data = web.get("/books/live/").json()
 
-    assert set(data["fragments"]) == {"books-verdict", "books-tables", "books-waiting"}
+    assert set(data["fragments"]) == {
+        "books-verdict",
+        "books-tables",
+        "books-waiting",
+        "books-statements",
+    }
     assert 'data-books="orders-paid">1<' in data["fragments"]["books-tables"]
     assert "verdict" in data["fragments"]["books-verdict"]
 
