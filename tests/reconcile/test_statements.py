@@ -227,9 +227,13 @@ def test_a_ledger_entry_the_provider_does_not_know_is_open_until_staff_resolve_i
     assert StatementDiscrepancy.objects.filter(resolved_by=staff_user).count() == 2
 
 
-def test_an_amount_that_differs_is_an_open_discrepancy(paid_order):
-    # Given our ledger says another amount than the provider settled
-    LedgerEntry.objects.update(amount=paid_order.amount + 1)
+@pytest.mark.parametrize("differs", ["amount", "currency"])
+def test_an_amount_or_currency_that_differs_is_an_open_discrepancy(paid_order, differs):
+    # Given our ledger says another amount (or currency) than the provider settled
+    booked = {"amount": paid_order.amount + 1, "currency": "CNY"}
+    if differs == "currency":
+        booked = {"amount": paid_order.amount, "currency": "USD"}
+    LedgerEntry.objects.update(**booked)
 
     counts = statement_reconcile(day=today())
 
@@ -241,9 +245,10 @@ def test_an_amount_that_differs_is_an_open_discrepancy(paid_order):
         DiscrepancyKind.AMOUNT_DIFFERS,
         line.pk,
     )
-    assert f"settled {paid_order.amount} CNY, our ledger says {paid_order.amount + 1}" in (
-        found.reason
+    said = (
+        f"settled {paid_order.amount} CNY, our ledger says {booked['amount']} {booked['currency']}"
     )
+    assert said in found.reason
     assert not statement_report(day=today()).closed
     assert statement_checks.DISCREPANCY_RESOLVED in {f.invariant for f in statement_findings()}
     # A rerun finds the same one, not a second
