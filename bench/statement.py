@@ -11,7 +11,7 @@ Figures, at two sizes (10,000 and 100,000 lines; ``--quick``: 1,000 and 10,000):
 * **lines/s**, download + import + matching, one importer;
 * **SQL statements per 1,000 lines** (``CaptureQueriesContext``), which must not
   grow with the statement: the import is one INSERT per chunk and the matching
-  six statements per batch, whatever the day's size.
+  four statements per batch, whatever the day's size.
 
 Seeded in bulk, straight into both sides' tables (as the reconcile suite does):
 a hundred thousand charges through the sandbox's HTTP API would measure the
@@ -248,7 +248,7 @@ def section(runs: list[DayRun]) -> Section:
     note = (
         "Every line a capture that matches its ledger entry. The download is "
         "streamed into one COPY and one INSERT ... SELECT inside one transaction; "
-        "the matching runs six statements per batch of 1,000 pending lines, plus a "
+        "the matching runs four statements per batch of 1,000 pending lines, plus a "
         "fixed few per day."
     )
     return Section("A day's statement at two sizes", f"{body}\n\n{note}")

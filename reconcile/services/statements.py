@@ -75,7 +75,7 @@ from reconcile.services.strays import stray_capture_take, stray_refund
 
 logger = logging.getLogger(__name__)
 
-# Lines per matching batch: six statements per thousand lines, and a batch's
+# Lines per matching batch: four statements per thousand lines, and a batch's
 # statements are short.
 BATCH_SIZE = 1000
 

@@ -128,7 +128,7 @@ CRASHES = {
     # every line written, the transaction not committed yet
     "lines-written-not-committed": ("INSERT INTO reconcile_statementline", 1, "after"),
     # after the first matching statement committed: the rest of the lines pending
-    "mid-matching": ("UPDATE reconcile_statementline", 1, "after"),
+    "mid-matching": ("WITH settled AS", 1, "after"),
     # the provider refunded the stray capture, we had not recorded it yet
     "refund-sent-not-recorded": ('UPDATE "reconcile_straycapture"', 1, "before"),
 }
