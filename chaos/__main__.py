@@ -35,10 +35,17 @@ def parse(argv: list[str]) -> RunOptions:
     parser.add_argument(
         "--redis-url", default="", help="use this Redis instead of the run's own (no restarts)"
     )
+    parser.add_argument(
+        "--pace", type=float, default=1.0, help="scale the nemesis's pauses (0.5: twice as often)"
+    )
+    parser.add_argument(
+        "--database", default="", help="the run's database (default: <DATABASE_URL's>_chaos)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help="where the history and logs go")
     parser.add_argument("--quiesce-timeout", type=float, default=900)
     args = parser.parse_args(argv)
-    if args.orders < 1 or args.clients < 1 or args.duration < 0:
-        parser.error("--orders and --clients are at least 1, --duration is not negative")
+    if args.orders < 1 or args.clients < 1 or args.duration < 0 or args.pace <= 0:
+        parser.error("--orders and --clients are at least 1, --duration and --pace positive")
     return RunOptions(
         orders=args.orders,
         clients=args.clients,
@@ -47,7 +54,9 @@ def parse(argv: list[str]) -> RunOptions:
         base_port=args.base_port,
         redis_url=args.redis_url,
         quiesce_timeout_s=args.quiesce_timeout,
-        out=OUT,
+        pace=args.pace,
+        database=args.database,
+        out=args.out.resolve(),
         command="python -m chaos " + shlex.join(argv),
     )
 

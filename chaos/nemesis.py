@@ -25,6 +25,7 @@ import os
 import random
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -48,7 +49,7 @@ CHARGE_MODES = [
     "late_success",
 ]
 REFUND_MODES = [mode for mode in CHARGE_MODES if mode != "late_success"]
-# A pause between two faults is drawn from this range (seconds).
+# A pause between two faults is drawn from this range (seconds); --pace scales it.
 PAUSE_S = (1.0, 4.0)
 # Relative weights: provider faults are the cheapest and most varied, kills of whole
 # servers the most disruptive.
@@ -72,7 +73,9 @@ class Nemesis:
         seed: int,
         database_url: str,
         staff_token: str,
+        pause_s: tuple[float, float] = PAUSE_S,
     ) -> None:
+        self.pause_s = pause_s
         self.deployment = deployment
         self.history = history
         self.rng = random.Random(seed)
@@ -97,28 +100,41 @@ class Nemesis:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop striking, once every kind has struck at least once."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
 
     def _run(self) -> None:
-        # Every kind once first, in a seeded order: even a short run meets them all.
-        kinds = list(self.kinds)
-        self.rng.shuffle(kinds)
+        # Every kind once first, in a seeded order: even a short run meets them all
+        # (stop() waits for this first round).
+        first_round = list(self.kinds)
+        self.rng.shuffle(first_round)
         weights = [WEIGHTS[kind] for kind in self.kinds]
-        while not self._stop.wait(self.rng.uniform(*PAUSE_S)):
-            kind = kinds.pop() if kinds else self.rng.choices(list(self.kinds), weights)[0]
-            self.strike(kind)
+        while True:
+            pause = self.rng.uniform(*self.pause_s)
+            if self._stop.wait(pause):
+                if not first_round:
+                    return
+                time.sleep(pause)  # finishing the first round, at the same pace
+            if first_round:
+                kind = first_round.pop()
+                if not self.strike(kind):
+                    first_round.append(kind)  # its target was restarting: again later
+            else:
+                self.strike(self.rng.choices(list(self.kinds), weights)[0])
 
-    def strike(self, kind: str) -> None:
+    def strike(self, kind: str) -> bool:
+        """Inject one fault of ``kind``; False if it missed (its target was restarting)."""
         action: Callable[[], dict[str, Any]] = self.kinds[kind]
         try:
             what = action()
-        except Exception as error:  # a target that was just restarting: try another time
+        except Exception as error:
             self.history.record("nemesis", kind=kind, missed=repr(error))
-            return
+            return False
         self.counts[kind] += 1
         self.history.record("nemesis", kind=kind, **what)
+        return True
 
     # --- the faults --------------------------------------------------------------------
 

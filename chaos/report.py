@@ -24,6 +24,7 @@ class RunFigures:
     clients: int
     chaos_s: float
     quiesce_s: float
+    parked: int  # messages a killed worker left unacknowledged (redelivered after an hour)
     restarts: dict[str, int]
 
 
@@ -50,6 +51,8 @@ def report_markdown(
         f"- seed {figures.seed}, {figures.orders} orders asked, {figures.clients} customers",
         f"- orders created: {created}; requests sent: {len(requests)}",
         f"- chaos phase: {figures.chaos_s:.0f} s; time to quiesce: {figures.quiesce_s:.0f} s",
+        f"- messages left unacknowledged by killed workers: {figures.parked} "
+        "(redelivered after the broker's visibility timeout; nothing waits for them)",
         f"- violations: **{len(violations)}**",
         "",
         "## Answers by status (or by the error that stood for one)",
