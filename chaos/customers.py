@@ -131,6 +131,8 @@ class Customer:
         self.history = history
         self.shelf = shelf
         self.shop = self._client()
+        # Intents the client gave up on (GaveUp): (op, key, order, the call).
+        self.unanswered: list[tuple[str, str, str | None, Callable[[], Reply[Any]]]] = []
 
     def _client(self) -> OnceShopClient:
         session = requests.Session()
@@ -153,6 +155,13 @@ class Customer:
     def run(self, budget: Budget) -> None:
         while budget.take():
             self.one_order()
+
+    def come_back(self) -> None:
+        """Send every intent the client gave up on again, with its key (GaveUp's advice:
+        "come back later, same key"); whatever it had done is replayed, not redone."""
+        pending, self.unanswered = self.unanswered, []
+        for op, key, number, call in pending:
+            self.intent(op, key, number, call)
 
     # --- one order, as a person would go about it -----------------------------------
 
@@ -236,6 +245,7 @@ class Customer:
                 error=type(later.last_error).__name__ if later.last_error else None,
                 attempts=later.attempts,
             )
+            self.unanswered.append((op, key, number, call))
             return later
         body = reply.body if isinstance(reply.body, dict) else {}
         self.history.record(

@@ -14,7 +14,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import redis
@@ -120,6 +122,13 @@ class Run:
             deployment = self._deployment(env, QUIESCE_SETTINGS)
             deployment.start()
             quiesce_s, parked = self._quiesce(env)
+            # The customers the client told to come back later do so now, with the
+            # same keys; then the background work settles what they did.
+            history.record("phase", name="come back")
+            say("customers come back to what was never answered ...")
+            self._customers_run([c.come_back for c in customers])
+            again_s, parked = self._quiesce(env)
+            quiesce_s += again_s
             history.record("phase", name="check", quiesce_s=quiesce_s, parked=parked)
             audit = self._manage(env, "audit")
             from django.db import connections
@@ -251,15 +260,25 @@ class Run:
         budget = Budget(
             orders=self.options.orders, deadline=time.monotonic() + self.options.duration_s
         )
-        threads = [threading.Thread(target=c.run, args=(budget,)) for c in customers]
+        self._customers_run(
+            [partial(c.run, budget) for c in customers],
+            progress=lambda: f"{self.options.orders - budget.orders} orders started",
+        )
+
+    @staticmethod
+    def _customers_run(
+        calls: list[Callable[[], None]], progress: Callable[[], str] | None = None
+    ) -> None:
+        """Run each customer's ``call`` in its own thread until all are done."""
+        threads = [threading.Thread(target=call) for call in calls]
         for thread in threads:
             thread.start()
         last = time.monotonic()
         while any(thread.is_alive() for thread in threads):
             time.sleep(1)
-            if time.monotonic() - last > 30:
+            if progress is not None and time.monotonic() - last > 30:
                 last = time.monotonic()
-                say(f"{self.options.orders - budget.orders} orders started")
+                say(progress())
         for thread in threads:
             thread.join()
 
