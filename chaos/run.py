@@ -61,6 +61,9 @@ STOCK = 1_000_000
 # cancellations meet the concurrency too.
 SCARCE_STOCK_PER_ORDER = 0.05
 QUEUE = "celery"
+# Passes with nothing queued and nothing unresolved after which the run stops
+# waiting for the audit to come clean (beat's passes run every 30 s meanwhile).
+QUIET_PASSES = 5
 
 
 @dataclass(frozen=True)
@@ -287,18 +290,23 @@ class Run:
         how many messages a killed worker left unacknowledged.
 
         Those messages are not waited for: the broker hands them out again only
-        after its visibility timeout (an hour, config/settings.py), and what they
-        were for is done by then anyway (the fulfil sweep ships, the reconciler
-        settles what no notification reached); running them again changes nothing.
+        after its visibility timeout (an hour, config/settings.py). What most of
+        them were for is done by then anyway (the fulfil sweep ships, the
+        reconciler settles unknown attempts); what is not — a provider's
+        notification of a late success, say — is what the audit then reports.
+        Quiet passes with the audit still failing end the wait too: nothing in
+        the background is left to change it, and the check will show why.
         """
         started = time.monotonic()
         broker = redis.Redis.from_url(env["REDIS_URL"])
+        quiet = 0
         while True:
             for command in quiesce_commands():
                 self._manage(env, *command)
             queued = broker.llen(QUEUE)
             left = _unresolved()
-            if not queued and not left and self._manage(env, "audit")[0] == 0:
+            quiet = quiet + 1 if not queued and not left else 0
+            if quiet >= QUIET_PASSES or (quiet and self._manage(env, "audit")[0] == 0):
                 return time.monotonic() - started, int(broker.hlen("unacked"))
             if time.monotonic() - started > self.options.quiesce_timeout_s:
                 say(f"not quiescent after {self.options.quiesce_timeout_s:.0f} s: {left}")
