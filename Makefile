@@ -15,7 +15,7 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab alerts clean
+.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab alerts chaos clean
 
 install: $(STAMP) messages
 
@@ -86,6 +86,15 @@ alerts:
 # The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
 lab: install
 	$(WITH_SERVICES) $(PY) -m lab $(EXP)
+
+# Chaos at scale (docs/reliability.md): `make chaos ORDERS=10000`. PostgreSQL is
+# DATABASE_URL's server (or the embedded one); Redis is the run's own, since the
+# nemesis restarts it. The report goes to chaos/out/report.md.
+ORDERS ?= 500
+CLIENTS ?= 16
+SEED ?= 1
+chaos: install
+	$(PY) -m chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) $(CHAOS_ARGS)
 
 clean:
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

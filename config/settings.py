@@ -152,9 +152,15 @@ TEMPLATES = [
 # --- Database -----------------------------------------------------------------
 DATABASE_URL = os.environ["DATABASE_URL"]
 # Persistent connections (seconds) for gunicorn's long-lived threads; 0 closes each
-# connection at the end of its request.
+# connection at the end of its request. A kept connection is checked before a new
+# request uses it: one the server ended meanwhile (a restart, a failover, an idle
+# timeout) is replaced instead of failing that request with a 500.
 DATABASE_CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 60)
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE)}
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE, conn_health_checks=True
+    )
+}
 # A request that waits on a row lock longer than this fails with 503 `lock-timeout`
 # instead of hanging: shorter than any client or gateway timeout in front of us.
 DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 5000)

@@ -1,0 +1,42 @@
+"""A tiny real chaos run: the whole deployment, every kind of fault, and a clean check.
+
+``python -m chaos`` as a user runs it, in its own database and directory, with
+the nemesis at four times its usual pace so that every kind strikes at least
+once (the nemesis does not stop before its first round is over). The
+checker's verdict is the exit code; the history shows what was done.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+
+from bench.database import database_name
+from chaos.history import history_read
+from chaos.nemesis import WEIGHTS
+from tests.processes import run_python
+
+pytestmark = [pytest.mark.slow]
+
+RUN_TIMEOUT_S = 400
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 30)
+def test_a_short_run_through_every_kind_of_fault_ends_with_no_violation(tmp_path):
+    server_url = os.environ["DATABASE_URL"]
+    argv = ["-m", "chaos", "--orders", "24", "--clients", "4", "--pace", "0.25", "--seed", "12"]
+    argv += ["--out", str(tmp_path), "--database", f"{database_name(server_url)}_chaos_ci"]
+
+    # As a user runs it: the app's own settings, not the tests' profile.
+    env = {name: value for name, value in os.environ.items() if name != "DJANGO_SETTINGS_MODULE"}
+
+    done = run_python(argv, env=env, timeout=RUN_TIMEOUT_S)
+
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    events = history_read(tmp_path / "history.jsonl")
+    struck = Counter(e["kind"] for e in events if e["type"] == "nemesis" and "missed" not in e)
+    assert set(struck) == set(WEIGHTS), struck
+    assert sum(1 for e in events if e["type"] == "intent" and e["op"] == "pay") > 0
+    assert "violations: **0**" in (tmp_path / "report.md").read_text()
