@@ -69,6 +69,7 @@ def script_messages() -> SafeString:
             "%(title)s: sent; waiting for the provider (up to %(timeout)s s; the shop holds "
             "the key meanwhile)… %(seconds)s s"
         ),
+        "label": gettext("%(label)s: "),
         "answered": gettext("%(title)s (answered %(ordinal)s)"),
         # The order answers came back in: "1st", "2nd", "3rd", then "%(n)sth".
         "ordinals": [gettext("1st"), gettext("2nd"), gettext("3rd")],

@@ -48,7 +48,7 @@
   function showAnswer(item, label, answer) {
     item.textContent = "";
     var head = document.createElement("strong");
-    head.textContent = label + ": ";
+    head.textContent = say("label", { label: label });
     item.appendChild(head);
     var box = document.createElement("div");
     box.className = "answer " + (answer.status < 300 ? "ok" : answer.retry_same_key ? "wait" : "bad");
