@@ -14,6 +14,7 @@ import os
 import shlex
 import sys
 import time
+import traceback
 
 from bench import database, inprocess
 from bench.context import BenchContext, Options, SuiteResult, parse_options
@@ -51,7 +52,11 @@ def run_suites(ctx: BenchContext) -> list[SuiteResult]:
     try:
         for suite in select(ctx.options.suites):
             print(f"bench: {suite.title} ...", flush=True)
-            results.append(suite.run(ctx))
+            try:
+                results.append(suite.run(ctx))
+            except Exception:  # the other suites' figures are still worth a report
+                traceback.print_exc()
+                print(f"bench: {suite.title} FAILED; its figures are missing", flush=True)
     finally:
         inprocess.close_connections()
     return results

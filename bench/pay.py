@@ -86,8 +86,7 @@ def shop_and_provider(ctx: BenchContext, *, queue: str) -> Iterator[Servers]:
     holding a pay whose provider call waits for a free thread of the same server,
     until PROVIDER_TIMEOUT_S: 503s and UNKNOWN attempts, not throughput (measured:
     5.7 pays/s, p95 4.9 s). A real provider has its own capacity, so it gets its own
-    gunicorn, started the same way (same app: it serves the shop's routes too, so it
-    is also the ``SHOP_BASE_URL`` notifications would go to; none are delivered).
+    gunicorn, started the same way (same app, with the sandbox's routes).
     """
     with ctx.server(
         "pay-provider", SANDBOX_WALLET_START=str(WALLET_START), CELERY_QUEUE=queue
@@ -96,7 +95,9 @@ def shop_and_provider(ctx: BenchContext, *, queue: str) -> Iterator[Servers]:
         with ctx.server(
             "pay-shop",
             PROVIDER_BASE_URL=f"{base}/sandbox",
-            SHOP_BASE_URL=base,
+            # SHOP_BASE_URL stays the default on both servers: the notify_url the shop
+            # sends is then on the provider's allow-list (SANDBOX_NOTIFY_URLS, empty:
+            # SHOP_BASE_URL). No notification is delivered in the bench anyway.
             SANDBOX_WALLET_START=str(WALLET_START),
             CELERY_QUEUE=queue,
         ) as shop:
@@ -106,11 +107,12 @@ def shop_and_provider(ctx: BenchContext, *, queue: str) -> Iterator[Servers]:
 # --- Requests -----------------------------------------------------------------------
 
 
-def pay_request(*, token: str, number: str, key: str, replayed: bool) -> HttpRequest:
+def money_request(*, path: str, body: bytes, token: str, key: str, replayed: bool) -> HttpRequest:
+    """A pay or refund request: a POST with a key, as the user whose token it is."""
     return HttpRequest(
         method="POST",
-        path=pay_path(number),
-        body=BODY,
+        path=path,
+        body=body,
         headers={
             "Authorization": f"Token {token}",
             "Content-Type": "application/json",
@@ -118,6 +120,10 @@ def pay_request(*, token: str, number: str, key: str, replayed: bool) -> HttpReq
         },
         expect_headers={"Idempotent-Replayed": "true" if replayed else "false"},
     )
+
+
+def pay_request(*, token: str, number: str, key: str, replayed: bool) -> HttpRequest:
+    return money_request(path=pay_path(number), body=BODY, token=token, key=key, replayed=replayed)
 
 
 @dataclass
@@ -212,17 +218,8 @@ REFUND_BODY = b'{"reason": "bench"}'  # the whole amount: the order becomes REFU
 
 
 def refund_request(*, token: str, number: str, key: str, replayed: bool) -> HttpRequest:
-    return HttpRequest(
-        method="POST",
-        path=f"/api/v1/orders/{number}/refunds/",
-        body=REFUND_BODY,
-        headers={
-            "Authorization": f"Token {token}",
-            "Content-Type": "application/json",
-            "Idempotency-Key": key,
-        },
-        expect_headers={"Idempotent-Replayed": "true" if replayed else "false"},
-    )
+    path = f"/api/v1/orders/{number}/refunds/"
+    return money_request(path=path, body=REFUND_BODY, token=token, key=key, replayed=replayed)
 
 
 @dataclass

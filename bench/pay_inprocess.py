@@ -51,9 +51,7 @@ def pay_poster(*, provider_url: str, payer: Payer) -> Callable[[str, str], None]
     client = Client()
 
     def post(number: str, key: str) -> None:
-        with override_settings(
-            PROVIDER_BASE_URL=f"{provider_url}/sandbox", SHOP_BASE_URL=provider_url
-        ):
+        with override_settings(PROVIDER_BASE_URL=f"{provider_url}/sandbox"):
             response = client.post(
                 pay_path(number),
                 BODY,

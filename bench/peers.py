@@ -43,7 +43,7 @@ from bench.database import ROOT
 from bench.fixtures import create_payers, seed_product
 from bench.harness import HttpRequest, RequestFactory, measure
 from bench.markdown import table
-from bench.orders import PATH, order_body
+from bench.orders import order_request
 from bench.stats import Metric, Throughput, ratio
 from orders.models import Order
 
@@ -123,16 +123,8 @@ def migrate_peer_tables(ctx: BenchContext, bin_dir: Path) -> None:
 def request(token: str, key: str, sku: str) -> HttpRequest:
     # No expected header: the packages mark replays their own way (or not at all).
     # Replays are checked in the database instead: they must make no order.
-    return HttpRequest(
-        method="POST",
-        path=PATH,
-        body=order_body(sku),
-        headers={
-            "Authorization": f"Token {token}",
-            "Content-Type": "application/json",
-            "Idempotency-Key": key,
-        },
-    )
+    order = order_request(token=token, key=key, sku=sku, replayed=False)
+    return replace(order, expect_headers={})
 
 
 def fresh(tokens: list[str], skus: list[str]) -> RequestFactory:
