@@ -100,7 +100,7 @@ def test_beat_schedules_every_periodic_job(settings):
         assert task.name == entry["task"]  # what beat sends is what a worker knows
         every = entry["schedule"]
         if isinstance(every, crontab):  # the daily statement, once yesterday is over
-            assert (every.hour, every.minute) == ({0}, {30})
+            assert every == crontab(hour=0, minute=30)
         else:
             assert 0 < float(str(every)) <= 3600
 
