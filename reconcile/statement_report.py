@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from payments.models import CAPTURE_KINDS, LedgerEntry
 from reconcile.models import (
@@ -68,35 +69,29 @@ def statement_report(*, day: date, provider: str = SANDBOX) -> StatementReport:
     if statement is not None:
         lines = StatementLine.objects.filter(statement=statement)
         settled = Q(outcome__in=[LineOutcome.MATCHED, LineOutcome.STRAY])
-        for row in (
-            lines.values("kind", "currency")
-            .annotate(
-                n=Count("id"),
-                total=Sum("amount"),
-                matched=Count("id", filter=settled),
-                matched_total=Sum("amount", filter=settled, default=0),
-            )
-            .order_by("kind", "currency")
-        ):
-            rows.append(_row(PROVIDER_SIDE, row["kind"], row))
+        rows += [_row(PROVIDER_SIDE, row["kind"], row) for row in _sums(lines, settled)]
     start = datetime.combine(day, time.min, tzinfo=UTC)
     entries = LedgerEntry.objects.filter(created_at__gte=start, created_at__lt=start + timedelta(1))
     listed = StatementLine.objects.filter(outcome=LineOutcome.MATCHED).values("ledger_entry_id")
-    on_statement = Q(pk__in=listed)
-    for row in (
-        entries.values("kind", "currency")
-        .annotate(
-            n=Count("id"),
-            total=Sum("amount"),
-            matched=Count("id", filter=on_statement),
-            matched_total=Sum("amount", filter=on_statement, default=0),
-        )
-        .order_by("kind", "currency")
-    ):
+    for row in _sums(entries, Q(pk__in=listed)):
         kind = LineKind.CHARGE if row["kind"] in CAPTURE_KINDS else LineKind.REFUND
         rows.append(_row(OUR_SIDE, f"{kind} ({row['kind']})", row))
     open_ = StatementDiscrepancy.objects.filter(day=day, resolved_at__isnull=True).count()
     return StatementReport(day=day, statement=statement, rows=rows, open_discrepancies=open_)
+
+
+def _sums(rows: QuerySet[Any], matched: Q) -> QuerySet[Any, dict[str, Any]]:
+    """Count and sum per kind and currency, all of them and those ``matched``."""
+    return (
+        rows.values("kind", "currency")
+        .annotate(
+            n=Count("id"),
+            total=Sum("amount"),
+            matched=Count("id", filter=matched),
+            matched_total=Sum("amount", filter=matched, default=0),
+        )
+        .order_by("kind", "currency")
+    )
 
 
 def _row(side: str, kind: str, row: dict[str, object]) -> ReportRow:

@@ -61,14 +61,25 @@ class _Line:
 
 
 def statement_csv(day: date) -> Iterator[str]:
-    """The statement of ``day``, one CSV line at a time (header first)."""
+    """The statement of ``day`` as CSV text, header first, in pieces of CHUNK_ROWS lines.
+
+    A piece per line would be a socket write (and an HTTP chunk) per line; a
+    piece per CHUNK_ROWS keeps the writes few and the memory flat.
+    """
     writer = csv.writer(_Line(), lineterminator="\n")
-    yield writer.writerow(COLUMNS)
     start, end = day_bounds(day)
-    for row in statement_charges(start=start, end=end).iterator(chunk_size=CHUNK_ROWS):
-        yield writer.writerow(_line(CHARGE, *row))
-    for row in statement_refunds(start=start, end=end).iterator(chunk_size=CHUNK_ROWS):
-        yield writer.writerow(_line(REFUND, *row))
+    piece = [writer.writerow(COLUMNS)]
+    for kind, rows in (
+        (CHARGE, statement_charges(start=start, end=end)),
+        (REFUND, statement_refunds(start=start, end=end)),
+    ):
+        for row in rows.iterator(chunk_size=CHUNK_ROWS):
+            piece.append(writer.writerow(_line(kind, *row)))
+            if len(piece) >= CHUNK_ROWS:
+                yield "".join(piece)
+                piece = []
+    if piece:
+        yield "".join(piece)
 
 
 def _line(

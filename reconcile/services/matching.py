@@ -1,14 +1,13 @@
 """Matching a statement's lines against the ledger: set-based, batch by batch.
 
-A batch is a range of pending lines (by id). Six statements settle the common
+A batch is a range of pending lines (by id). Four statements settle the common
 cases for the whole range at once, however many lines it holds:
 
-1. charge lines whose capture entry (by ``trade_no``) agrees on amount and
-   currency: MATCHED;
-2. refund lines whose refund entry (by ``refund_id``) agrees: MATCHED;
-3. and 4. the same, disagreeing: DISCREPANCY, with an ``amount-differs``
+1. charge lines meeting their capture entry (by ``trade_no``): MATCHED where
+   amount and currency agree, else DISCREPANCY with an ``amount-differs``
    discrepancy inserted by the same statement;
-5. and 6. lines of stray captures and their refunds (``strays.py``): STRAY.
+2. refund lines meeting their refund entry (by ``refund_id``): the same;
+3. and 4. lines of stray captures and their refunds (``strays.py``): STRAY.
 
 Every UPDATE is conditional on ``outcome = 'pending'`` and every INSERT skips
 a discrepancy that exists, so a batch run twice (two importers, a crash and a
@@ -35,36 +34,39 @@ _ENTRY_OF = {
     LineKind.REFUND: ("refund_id", REFUND_KINDS),
 }
 
-_MATCH = """
-    UPDATE reconcile_statementline AS l
-    SET outcome = %(matched)s, ledger_entry_id = e.id, matched_at = %(now)s
+# A pending line of the batch, joined to the ledger entry of its kind and provider id.
+_PENDING_WITH_ENTRY = """
     FROM payments_ledgerentry AS e
     WHERE l.statement_id = %(statement)s AND l.id BETWEEN %(lo)s AND %(hi)s
       AND l.outcome = %(pending)s AND l.kind = %(kind)s
       AND e.kind = ANY(%(entry_kinds)s) AND e.{id_column} = l.provider_id
-      AND e.amount = l.amount AND e.currency = l.currency
 """
 
-_DIFFER = """
-    WITH differing AS (
+# One statement per kind: every pending line that meets its entry is settled —
+# MATCHED when they agree, DISCREPANCY when the amount or the currency differs,
+# with its discrepancy inserted by the same statement. Returns both counts.
+_SETTLE = """
+    WITH settled AS (
         UPDATE reconcile_statementline AS l
-        SET outcome = %(discrepancy)s, ledger_entry_id = e.id, matched_at = %(now)s
-        FROM payments_ledgerentry AS e
-        WHERE l.statement_id = %(statement)s AND l.id BETWEEN %(lo)s AND %(hi)s
-          AND l.outcome = %(pending)s AND l.kind = %(kind)s
-          AND e.kind = ANY(%(entry_kinds)s) AND e.{id_column} = l.provider_id
-          AND (e.amount <> l.amount OR e.currency <> l.currency)
-        RETURNING l.id, e.id AS entry_id, l.kind, l.provider_id, l.amount, l.currency,
-                  e.amount AS booked, e.currency AS booked_currency
+        SET outcome = CASE WHEN e.amount = l.amount AND e.currency = l.currency
+                           THEN %(matched)s ELSE %(discrepancy)s END,
+            ledger_entry_id = e.id, matched_at = %(now)s
+        {pending_with_entry}
+        RETURNING l.id, l.outcome, e.id AS entry_id, l.kind, l.provider_id, l.amount,
+                  l.currency, e.amount AS booked, e.currency AS booked_currency
+    ), opened AS (
+        INSERT INTO reconcile_statementdiscrepancy
+            (kind, day, line_id, ledger_entry_id, reason, opened_at, resolution)
+        SELECT %(amount_differs)s, %(day)s, id, entry_id,
+               kind || ' ' || provider_id || ': the provider settled ' || amount || ' '
+               || currency || ', our ledger says ' || booked || ' ' || booked_currency,
+               %(now)s, ''
+        FROM settled WHERE outcome = %(discrepancy)s
+        ON CONFLICT DO NOTHING
+        RETURNING 1
     )
-    INSERT INTO reconcile_statementdiscrepancy
-        (kind, day, line_id, ledger_entry_id, reason, opened_at, resolution)
-    SELECT %(amount_differs)s, %(day)s, id, entry_id,
-           kind || ' ' || provider_id || ': the provider settled ' || amount || ' '
-           || currency || ', our ledger says ' || booked || ' ' || booked_currency,
-           %(now)s, ''
-    FROM differing
-    ON CONFLICT DO NOTHING
+    SELECT (SELECT count(*) FROM settled WHERE outcome = %(matched)s),
+           (SELECT count(*) FROM opened)
 """
 
 # Stray captures (no attempt of ours): the charge line, and the refund that gave it back.
@@ -86,7 +88,7 @@ _STRAY_OF = (
 
 def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime) -> Counter[str]:
     """Match the pending lines with ids in [lo, hi]: how many ended ``matched``,
-    ``discrepancies`` (amount differs) and ``stray``. Six statements."""
+    ``discrepancies`` (amount differs) and ``stray``. Four statements."""
     params: dict[str, Any] = {
         "statement": statement_id,
         "lo": lo,
@@ -108,10 +110,11 @@ def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime
                 "kind": kind.value,
                 "entry_kinds": [entry_kind.value for entry_kind in entry_kinds],
             }
-            cursor.execute(_MATCH.format(id_column=id_column), kind_params)
-            counts["matched"] += cursor.rowcount
-            cursor.execute(_DIFFER.format(id_column=id_column), kind_params)
-            counts["discrepancies"] += cursor.rowcount  # discrepancies inserted
+            join = _PENDING_WITH_ENTRY.format(id_column=id_column)
+            cursor.execute(_SETTLE.format(pending_with_entry=join), kind_params)
+            matched, opened = cursor.fetchone()
+            counts["matched"] += matched
+            counts["discrepancies"] += opened
         for kind, id_column, condition in _STRAY_OF:
             cursor.execute(
                 _STRAY.format(id_column=id_column, condition=condition),

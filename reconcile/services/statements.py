@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from functools import partial
 
@@ -75,7 +75,7 @@ from reconcile.services.strays import stray_capture_take, stray_refund
 
 logger = logging.getLogger(__name__)
 
-# Lines per matching batch: six statements per thousand lines, and a batch's
+# Lines per matching batch: four statements per thousand lines, and a batch's
 # statements are short.
 BATCH_SIZE = 1000
 
@@ -111,9 +111,7 @@ def statement_reconcile(
     statement = statement_import_row(day=day)
     downloaded, new_lines = statement_download(statement=statement, provider=provider)
     counts = statement_match(statement=statement, provider=provider, batch_size=batch_size)
-    return StatementCounts(
-        day=day, downloaded=downloaded, new_lines=new_lines, **_without_day(counts)
-    )
+    return replace(counts, downloaded=downloaded, new_lines=new_lines)
 
 
 def statement_import_row(*, day: date, provider: str = SANDBOX) -> StatementImport:
@@ -398,11 +396,3 @@ def discrepancies_resolve_by_statements() -> int:
             },
         )
         return cursor.rowcount
-
-
-def _without_day(counts: StatementCounts) -> dict[str, int]:
-    return {
-        name: value
-        for name, value in vars(counts).items()
-        if name not in ("day", "downloaded", "new_lines")
-    }

@@ -12,6 +12,7 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from payments.models import Payment
 from payments.providers import get_provider
+from payments.services import provider_idempotency_key
 from reconcile.audit import audit_run
 from reconcile.checks import statements as statement_checks
 from reconcile.findings import Finding
@@ -44,6 +45,19 @@ def stray_charge(user: User, *, amount: int = 777) -> tuple[str, str]:
     assert result.trade_no
     assert not Payment.objects.filter(out_trade_no=out_trade_no).exists()
     return out_trade_no, result.trade_no
+
+
+def charge_at_provider(payment: Payment, *, amount: int) -> None:
+    """The provider captures ``amount`` for our attempt (with its derived key), and we
+    never hear of it."""
+    get_provider().charge(
+        out_trade_no=payment.out_trade_no,
+        amount=amount,
+        currency=payment.currency,
+        payer=payment.payer,
+        notify_url=f"{settings.SHOP_BASE_URL}/nowhere/",
+        idempotency_key=provider_idempotency_key(payment),
+    )
 
 
 def statement_findings() -> list[Finding]:

@@ -12,7 +12,6 @@ import io
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db.models import Sum
 from django.test import Client
@@ -21,8 +20,7 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
-from payments.providers import get_provider
-from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
+from payments.services import payment_create, payment_mark_unknown
 from reconcile.checks import statements as statement_checks
 from reconcile.models import (
     DiscrepancyKind,
@@ -43,6 +41,7 @@ from tests.callbacks.test_api import notify
 from tests.conftest import new_key
 from tests.factories import UserFactory
 from tests.reconcile.statement_helpers import (
+    charge_at_provider,
     statement_findings,
     stray_charge,
     today,
@@ -167,14 +166,7 @@ def test_a_capture_of_another_amount_is_an_orphaned_capture_refunded(order, user
     # Given our attempt left UNKNOWN, and a capture of another amount at the provider
     payment = payment_create(user_id=user.pk, order_number=order.number)
     payment_mark_unknown(payment_id=payment.pk)
-    get_provider().charge(
-        out_trade_no=payment.out_trade_no,
-        amount=payment.amount + 50,
-        currency=payment.currency,
-        payer=payment.payer,
-        notify_url=f"{django_settings.SHOP_BASE_URL}/nowhere/",
-        idempotency_key=provider_idempotency_key(payment),
-    )
+    charge_at_provider(payment, amount=payment.amount + 50)
 
     statement_reconcile(day=today())
 
@@ -193,14 +185,7 @@ def test_a_capture_of_another_amount_is_an_orphaned_capture_refunded(order, user
 def test_a_capture_the_shop_settled_as_failed_is_rolled_forward_by_asking(order, user, sandbox):
     # Given a capture whose answer we lost, and an attempt we then failed by mistake
     payment = payment_create(user_id=user.pk, order_number=order.number)
-    get_provider().charge(
-        out_trade_no=payment.out_trade_no,
-        amount=payment.amount,
-        currency=payment.currency,
-        payer=payment.payer,
-        notify_url=f"{django_settings.SHOP_BASE_URL}/nowhere/",
-        idempotency_key=provider_idempotency_key(payment),
-    )
+    charge_at_provider(payment, amount=payment.amount)
     Payment.objects.filter(pk=payment.pk).update(status="FAILED")
 
     statement_reconcile(day=today())
@@ -242,9 +227,13 @@ def test_a_ledger_entry_the_provider_does_not_know_is_open_until_staff_resolve_i
     assert StatementDiscrepancy.objects.filter(resolved_by=staff_user).count() == 2
 
 
-def test_an_amount_that_differs_is_an_open_discrepancy(paid_order):
-    # Given our ledger says another amount than the provider settled
-    LedgerEntry.objects.update(amount=paid_order.amount + 1)
+@pytest.mark.parametrize("differs", ["amount", "currency"])
+def test_an_amount_or_currency_that_differs_is_an_open_discrepancy(paid_order, differs):
+    # Given our ledger says another amount (or currency) than the provider settled
+    booked = {"amount": paid_order.amount + 1, "currency": "CNY"}
+    if differs == "currency":
+        booked = {"amount": paid_order.amount, "currency": "USD"}
+    LedgerEntry.objects.update(**booked)
 
     counts = statement_reconcile(day=today())
 
@@ -256,9 +245,10 @@ def test_an_amount_that_differs_is_an_open_discrepancy(paid_order):
         DiscrepancyKind.AMOUNT_DIFFERS,
         line.pk,
     )
-    assert f"settled {paid_order.amount} CNY, our ledger says {paid_order.amount + 1}" in (
-        found.reason
+    said = (
+        f"settled {paid_order.amount} CNY, our ledger says {booked['amount']} {booked['currency']}"
     )
+    assert said in found.reason
     assert not statement_report(day=today()).closed
     assert statement_checks.DISCREPANCY_RESOLVED in {f.invariant for f in statement_findings()}
     # A rerun finds the same one, not a second

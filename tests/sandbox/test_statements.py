@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from sandbox import statements
 from sandbox.models import Charge, Refund
 from sandbox.statements import COLUMNS
 from tests.sandbox.conftest import charge_body, refund_body
@@ -48,6 +49,20 @@ def test_lists_each_settled_charge_and_refund_of_the_day_once(merchant, charge, 
     refund_row = next(row for row in rows[1:] if row[0] == "refund")
     assert refund_row[1] == Refund.objects.get().refund_id
     assert refund_row[3:6] == ["300", "CNY", "SUCCESS"]
+
+
+def test_the_statement_streams_in_pieces_as_the_rows_are_read(merchant, paid, monkeypatch):
+    # Given a day of 5 charges, and pieces of 2 lines (the cursor reads 2 rows at a time)
+    monkeypatch.setattr(statements, "CHUNK_ROWS", 2)
+    for _ in range(5):
+        paid()
+
+    response = merchant.get(TODAY.format(day=timezone.now().date()))
+
+    # Then the body comes as the rows are read, never as one string
+    pieces = [piece.decode() for piece in response.streaming_content]
+    assert [piece.count("\n") for piece in pieces] == [2, 2, 2]
+    assert pieces[0].startswith("type,provider_id,")
 
 
 def test_another_day_lists_only_its_own(merchant, paid):
