@@ -6,6 +6,7 @@ import importlib
 from io import StringIO
 
 import pytest
+from celery.schedules import crontab
 from django.core.management import CommandError, call_command
 
 from idempotency.models import IdempotencyKey
@@ -91,12 +92,18 @@ def test_beat_schedules_every_periodic_job(settings):
         "reconcile.tasks.fulfil_paid_orders",
         "callbacks.tasks.strip_unmatched_notification_bodies",
         "reconcile.tasks.audit_books",  # feeds the audit-findings gauge and alert
+        "reconcile.tasks.reconcile_statement",
+        "reconcile.tasks.reconcile_statement_leftovers",
     }
     for entry in schedule.values():
         module, _, name = str(entry["task"]).rpartition(".")
         task = getattr(importlib.import_module(module), name)
         assert task.name == entry["task"]  # what beat sends is what a worker knows
-        assert 0 < float(str(entry["schedule"])) <= 3600
+        every = entry["schedule"]
+        if isinstance(every, crontab):  # the daily statement, once yesterday is over
+            assert every == crontab(hour=0, minute=30)
+        else:
+            assert 0 < float(str(every)) <= 3600
 
 
 def test_the_lock_outlives_a_pass(settings):
