@@ -29,6 +29,10 @@ from reconcile.services.strays import (
     strays_unrefunded,
 )
 
+# Unmatched notifications asked about per pass: each is one provider call, and a
+# flood of forged-looking ones (signed, so from the provider) must not stall a pass.
+NOTIFICATIONS_PER_PASS = 100
+
 
 def yesterday() -> date:
     return (timezone.now() - timedelta(days=1)).date()
@@ -89,6 +93,7 @@ def _strays_from_notifications(*, provider: PaymentProvider) -> int:
         .exclude(out_trade_no__in=StrayCapture.objects.values("out_trade_no"))
         .values_list("out_trade_no", "trade_no")
         .distinct()
+        .order_by("out_trade_no", "trade_no")[:NOTIFICATIONS_PER_PASS]
     )
     found = 0
     for out_trade_no, trade_no in unmatched:
