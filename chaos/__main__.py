@@ -12,6 +12,7 @@ import argparse
 import atexit
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -61,8 +62,19 @@ def parse(argv: list[str]) -> RunOptions:
     )
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the deployment (its own process groups) is
+    stopped by the run's ``finally`` rather than left running."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: list[str]) -> int:
     options = parse(argv)
+    _stop_on_sigterm()
     if not os.environ.get("DATABASE_URL"):
         from config.embedded import start_postgres
 

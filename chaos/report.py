@@ -42,7 +42,7 @@ def report_markdown(
     kills = Counter(e["kind"] for e in events if e["type"] == "nemesis" and "missed" not in e)
     answers = Counter(str(e.get("status") or e.get("error")) for e in requests)
     told = Counter(f"{e['op']} {e['outcome']} {e.get('status') or ''}".strip() for e in intents)
-    created = sum(1 for e in intents if e["op"] == "create" and e["outcome"] == "ok")
+    created = len({e["number"] for e in intents if e["op"] == "create" and e["outcome"] == "ok"})
     lines = [
         "# Chaos run",
         "",

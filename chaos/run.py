@@ -273,7 +273,8 @@ class Run:
         calls: list[Callable[[], None]], progress: Callable[[], str] | None = None
     ) -> None:
         """Run each customer's ``call`` in its own thread until all are done."""
-        threads = [threading.Thread(target=call) for call in calls]
+        # Daemons: an interrupted run (Ctrl-C, SIGTERM) exits without waiting for them.
+        threads = [threading.Thread(target=call, daemon=True) for call in calls]
         for thread in threads:
             thread.start()
         last = time.monotonic()
