@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils.translation import gettext_noop
 
 from payments.models import CAPTURE_KINDS, LedgerEntry
 from reconcile.models import (
@@ -23,7 +24,8 @@ from reconcile.models import (
     StatementLine,
 )
 
-PROVIDER_SIDE, OUR_SIDE = "provider", "ledger"
+# Marked for the books page, which shows them translated; the command prints them as is.
+PROVIDER_SIDE, OUR_SIDE = gettext_noop("provider"), gettext_noop("ledger")
 
 
 @dataclass(frozen=True)
