@@ -120,6 +120,7 @@ class Run:
             chaos_s = time.monotonic() - started
             history.record("phase", name="quiesce", kills=dict(nemesis.counts))
             say(f"chaos phase over after {chaos_s:.0f} s: {dict(nemesis.counts)}; quiescing")
+            deployment.wait_ready()  # the nemesis's last kill may still be restarting
             nemesis.clear_provider_faults()
             deployment.stop()
             deployment = self._deployment(env, QUIESCE_SETTINGS)
