@@ -169,13 +169,15 @@ def replays(tokens: list[str], skus: list[str], keys: list[list[str]]) -> Reques
 
 
 def stranger_replays(port: int, tokens: list[str], key: str, sku: str) -> int:
-    """Client 0's finished key and body, sent by client 1 and by nobody at all:
-    how many of the two get client 0's stored answer (a 2xx)."""
+    """Client 0's finished key and body, sent by client 1 and by nobody at all: how
+    many of the two get client 0's stored answer (its order's number). Client 1
+    getting an order of its own is right: keys are scoped per user."""
+    number = Order.objects.get(idempotency_key=key, user__auth_token__key=tokens[0]).number
     stranger = request(tokens[1], key, sku)
     anonymous = replace(
         stranger, headers={k: v for k, v in stranger.headers.items() if k != "Authorization"}
     )
-    return sum(1 for r in (stranger, anonymous) if 200 <= send(port, r)[0] < 300)
+    return sum(1 for r in (stranger, anonymous) if number.encode() in send(port, r)[1])
 
 
 # --- 100 identical requests at once --------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Self
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import ConnectionPool
-from urllib3.exceptions import MaxRetryError, ReadTimeoutError
+from urllib3.exceptions import ReadTimeoutError
 from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
@@ -52,8 +52,8 @@ class StaleConnectionRetry(Retry):
         _stacktrace: TracebackType | None = None,
     ) -> Self:
         if isinstance(error, ReadTimeoutError):
-            # As if no try were left: urllib3 raises it, requests makes it a Timeout.
-            raise MaxRetryError(_pool, url or "", error)  # type: ignore[arg-type]
+            # Not retried: raised as it came, so requests reports it as the ReadTimeout it is.
+            raise error
         return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
