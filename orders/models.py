@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -88,6 +89,30 @@ class Order(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return self.number
+
+    def refresh_from_db(
+        self,
+        using: str | None = None,
+        fields: Iterable[str] | None = None,
+        from_queryset: models.QuerySet[Order] | None = None,
+    ) -> None:
+        """Django's refresh, safe in threads (tests/concurrency/test_order_refresh.py).
+
+        django-fsm-2's own switches the status field's ``protected`` flag off and
+        back on around it; that flag is one for the whole process, so a thread could
+        switch it on in the middle of another's refresh, which then failed. Here the
+        order lets go of its own status first, so Django sets it anew (the field
+        refuses only to overwrite a status an instance holds), and the flag stays on.
+        """
+        if fields is None:  # every loaded field, named, so the status is not left out
+            self._prefetched_objects_cache: dict[str, Any] = {}  # as Django's full refresh
+            deferred = self.get_deferred_fields()
+            fields = [f.attname for f in self._meta.concrete_fields if f.attname not in deferred]
+        # Always: the instance Django reads with loads its status whatever ``fields``
+        # says (ConcurrentTransitionMixin reads it on creation), and Django copies it.
+        self.__dict__.pop("status", None)
+        models.Model.refresh_from_db(self, using=using, fields=fields, from_queryset=from_queryset)
+        self._update_initial_state()  # what the next conditional UPDATE compares with
 
     @transition(field=status, source=Status.UNPAID, target=Status.PAID)
     def mark_paid(self, *, paid_at: datetime) -> None:
