@@ -122,11 +122,14 @@ def payment_reconcile(
 Answer = ChargeResult | Exception
 
 
+@context.isolated
 def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
     """The provider's account of an attempt: its query, or the fence's answer.
 
-    HTTP only, no database: the reconciler asks many of these at once in threads.
+    HTTP only, no database: the reconciler asks many of these at once in threads
+    (so the attempt is bound here too: a thread starts with no log context).
     """
+    context.bind(out_trade_no=payment.out_trade_no)
     account = provider.query(out_trade_no=payment.out_trade_no)
     if account is None:
         # The provider never saw it. Fence before failing it: after close, no

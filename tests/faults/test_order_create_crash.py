@@ -21,14 +21,14 @@ def assert_nothing_left(product: Product) -> None:
 def test_exception_after_the_order_insert_before_commit_leaves_nothing(create_order, product):
     key = new_key()
 
-    def fail_on_key_update(execute, sql, params, many, context):
-        # Every business row is written by now; the record's final UPDATE is the
-        # last statement before COMMIT.
-        if sql.startswith('UPDATE "idempotency_idempotencykey"'):
+    def fail_on_the_record(execute, sql, params, many, context):
+        # Every business row is written by now; the record, inserted finished with
+        # its answer, is the last statement before COMMIT.
+        if sql.startswith('INSERT INTO "idempotency_idempotencykey"'):
             raise ConnectionResetError("injected: connection lost before commit")
         return execute(sql, params, many, context)
 
-    with connection.execute_wrapper(fail_on_key_update):
+    with connection.execute_wrapper(fail_on_the_record):
         crashed = create_order(key=key)
 
     assert crashed.status_code == 500
