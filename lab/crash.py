@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, connections
 
 CRASH_TIMEOUT_S = 60.0
+_RECORD_WRITES = ('INSERT INTO "idempotency_idempotencykey"', 'UPDATE "idempotency_idempotencykey"')
 
 
 def die() -> None:
@@ -34,7 +35,9 @@ def kill_before_the_record_is_written(execute: Any, sql: str, *args: Any) -> Any
     By then the phase has inserted the order, its lines and its stock reservation,
     in the same transaction, which is still open: the crash leaves it uncommitted.
     """
-    if sql.startswith('UPDATE "idempotency_idempotencykey"'):
+    # An order's record is inserted finished, with its answer, after the order; a
+    # two-phase flow's record is updated at the end of its phase.
+    if sql.startswith(_RECORD_WRITES):
         die()
     return execute(sql, *args)
 
