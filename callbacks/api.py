@@ -20,6 +20,7 @@ from callbacks.errors import CallbackMalformed, SignatureInvalid
 from callbacks.services import callback_ingest
 from config.bounds import BIGINT_MAX
 from config.errors import PROBLEM_CONTENT_TYPE
+from config.fields import StrictCharField
 from config.openapi import ProblemSerializer
 from config.throttling import CallbackRateThrottle
 from observability import context
@@ -45,9 +46,9 @@ logger = logging.getLogger(__name__)
 class ChargeNotificationSerializer(serializers.Serializer):
     """The body the sandbox signs and sends when a charge settles (schema only)."""
 
-    notify_id = serializers.CharField(max_length=MAX_TEXT)
-    trade_no = serializers.CharField(max_length=MAX_TEXT)
-    out_trade_no = serializers.CharField(max_length=MAX_TEXT)
+    notify_id = StrictCharField(max_length=MAX_TEXT)
+    trade_no = StrictCharField(max_length=MAX_TEXT)
+    out_trade_no = StrictCharField(max_length=MAX_TEXT)
     trade_status = serializers.ChoiceField(choices=[status.value for status in ChargeStatus])
     amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
     currency = serializers.RegexField(r"^[A-Z]{3}$")
@@ -59,10 +60,10 @@ class RefundNotificationSerializer(serializers.Serializer):
     """The body the sandbox signs and sends when a refund settles (schema only)."""
 
     event = serializers.ChoiceField(choices=[REFUND_EVENT])
-    notify_id = serializers.CharField(max_length=MAX_TEXT)
-    refund_id = serializers.CharField(max_length=MAX_TEXT)
-    out_refund_no = serializers.CharField(max_length=MAX_TEXT)
-    out_trade_no = serializers.CharField(max_length=MAX_TEXT)
+    notify_id = StrictCharField(max_length=MAX_TEXT)
+    refund_id = StrictCharField(max_length=MAX_TEXT)
+    out_refund_no = StrictCharField(max_length=MAX_TEXT)
+    out_trade_no = StrictCharField(max_length=MAX_TEXT)
     status = serializers.ChoiceField(choices=[status.value for status in RefundStatus])
     amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
     currency = serializers.RegexField(r"^[A-Z]{3}$", required=False)

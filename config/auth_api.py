@@ -11,15 +11,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import parsers
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from config.fields import StrictCharField
 from config.strictjson import StrictJSONParser
 from config.throttling import login_attempt_check
 
 
+class TokenInputSerializer(AuthTokenSerializer):
+    """DRF's credentials, documented as the strings they must be (no NUL)."""
+
+    username = StrictCharField(label="Username", write_only=True)
+    password = StrictCharField(
+        label="Password", style={"input_type": "password"}, trim_whitespace=False, write_only=True
+    )
+
+
 class TokenObtainApi(ObtainAuthToken):
+    serializer_class = TokenInputSerializer
     parser_classes = (parsers.FormParser, parsers.MultiPartParser, StrictJSONParser)
     # The body's username and password are the credentials: a token or a session sent
     # along is irrelevant here (and a stale one must not turn a login into a 401).

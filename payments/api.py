@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from config.api import current_user_id
+from config.fields import StrictCharField, StrictIntegerField
 from config.openapi import ProblemSerializer
 from idempotency.drf import IdempotentApi, idempotent_schema
 from orders.api import EmptyInputSerializer
@@ -87,8 +88,8 @@ class OrderCancelApi(IdempotentApi):
 class OrderRefundApi(IdempotentApi):
     class InputSerializer(serializers.Serializer):
         # Absent: the whole refundable rest. Capped like a product price: larger is a typo.
-        amount = serializers.IntegerField(min_value=1, max_value=10**12, required=False)
-        reason = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        amount = StrictIntegerField(min_value=1, max_value=10**12, required=False)
+        reason = StrictCharField(max_length=200, required=False, allow_blank=True)
 
     @idempotent_schema(
         request=InputSerializer,

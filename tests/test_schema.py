@@ -1,5 +1,6 @@
 """Issue 11: the published OpenAPI schema is one a client generator can take literally."""
 
+import re
 from typing import Any
 
 import pytest
@@ -147,3 +148,45 @@ def test_an_order_answer_links_to_every_next_step_including_a_refund(schema, pat
 
     assert {"GetOrder", "PayOrder", "CancelOrder", "RefundOrder"} <= set(links)
     assert links["RefundOrder"]["parameters"] == {"number": "$response.body#/number"}
+
+
+def request_body_strings(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every string a client may write in a JSON request body, with where it is."""
+    found: list[tuple[str, dict[str, Any]]] = []
+
+    def walk(node: dict[str, Any], where: str) -> None:
+        if "$ref" in node:
+            node = component(schema, node["$ref"])
+        for keyword in ("oneOf", "anyOf", "allOf"):
+            for choice in node.get(keyword, []):
+                walk(choice, where)
+        for name, field in node.get("properties", {}).items():
+            walk(field, f"{where}.{name}")
+        if node.get("type") == "array":
+            walk(node["items"], f"{where}[]")
+        if node.get("type") == "string" and not node.get("readOnly"):
+            found.append((where, node))
+
+    for method, path, operation in operations(schema):
+        body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        if body:
+            walk(body["schema"], f"{method} {path}")
+    return found
+
+
+def states_what_it_refuses(field: dict[str, Any]) -> bool:
+    """An enum, a date or an empty string cannot hold a NUL; any other string's
+    pattern must refuse one (searched, as JSON Schema does: unanchored)."""
+    if "enum" in field or "format" in field or field.get("maxLength") == 0:
+        return True
+    return "pattern" in field and re.search(field["pattern"], "a\x00b") is None
+
+
+def test_every_request_string_says_what_the_server_refuses_in_it(schema):
+    # The server refuses a NUL in every string (no column can hold one). A schema that
+    # does not say so documents a request as valid that gets a 400: a client generator,
+    # or Schemathesis, takes "type: string" literally.
+    strings = request_body_strings(schema)
+    assert len(strings) > 10, "the walk found too few request strings: it checks nothing"
+
+    assert [where for where, field in strings if not states_what_it_refuses(field)] == []

@@ -35,8 +35,11 @@ from payments.models import Payment
 from tests.factories import ProductFactory, UserFactory
 
 MAX_EXAMPLES = 10
+# Derandomized: CI reruns the same examples for the same schema, so a finding is
+# reproducible, never a coin toss between runs. The deep run below explores.
 HYPOTHESIS = settings(
     max_examples=MAX_EXAMPLES,
+    derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -168,7 +171,7 @@ def test_stateful_runs_follow_the_links_and_answer_as_documented(sandbox, is_sta
 
     # Fewer scenarios than the per-operation runs: each one is several requests, and
     # pay goes through the real provider over HTTP.
-    CustomerWorkflow.run(settings=settings(HYPOTHESIS, max_examples=4, derandomize=True))
+    CustomerWorkflow.run(settings=settings(HYPOTHESIS, max_examples=4))
 
     # Then it did get past the catalogue: orders were made, and links followed to pay
     assert Order.objects.exists()
