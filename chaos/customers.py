@@ -212,11 +212,13 @@ class Customer:
 
     def refund(self, number: str, amount: int) -> None:
         key = new_key()
-        body = {"amount": self.rng.randint(1, amount), "reason": "chaos"}
-        if self.rng.random() < 0.5:
-            body = {"reason": "chaos"}  # the whole rest
-        path = f"/api/v1/orders/{number}/refunds/"
-        self.intent("refund", key, number, lambda: self.shop.send("POST", path, json=body, key=key))
+        part = self.rng.randint(1, amount) if self.rng.random() < 0.5 else None  # None: the rest
+        self.intent(
+            "refund",
+            key,
+            number,
+            lambda: self.shop.refund(number, amount=part, reason="chaos", key=key),
+        )
 
     def intent(
         self, op: str, key: str, number: str | None, call: Callable[[], Reply[Any]]

@@ -24,7 +24,7 @@ from onceshop_client.client import (
     Reply,
     new_key,
 )
-from onceshop_client.models import Line, Order, Product
+from onceshop_client.models import Line, Order, Product, Refund
 from onceshop_client.retry import RETRY_SAME_KEY_CODES, RetryPolicy, is_retryable
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "Order",
     "Problem",
     "Product",
+    "Refund",
     "Reply",
     "RetryPolicy",
     "is_retryable",

@@ -186,6 +186,19 @@ class OnceShopClient:
     def cancel(self, number: str, *, key: str | None = None) -> Reply[Order]:
         return self.send("POST", f"/api/v1/orders/{number}/cancel/", key=key or new_key())
 
+    def refund(
+        self, number: str, *, amount: int | None = None, reason: str = "", key: str | None = None
+    ) -> Reply[Order]:
+        """200 with the order (``REFUNDED`` once all of it is back); ``amount`` left
+        out: the whole refundable rest. ``Problem`` 402 ``refund-declined``, 409
+        ``order-not-refundable`` / ``refund-exceeds-paid``; a 503
+        ``refund-outcome-unknown`` is retried with the same key."""
+        body: dict[str, Any] = {"reason": reason}
+        if amount is not None:
+            body["amount"] = amount
+        path = f"/api/v1/orders/{number}/refunds/"
+        return self.send("POST", path, json=body, key=key or new_key())
+
     def _all_pages(self, path: str) -> list[Any]:
         items: list[Any] = []
         next_path: str | None = path

@@ -26,18 +26,28 @@ class OrderLine(TypedDict):
 
 class Payment(TypedDict):
     out_trade_no: str
-    status: str  # PENDING, SUCCEEDED, FAILED, UNKNOWN
+    status: str  # PENDING, SUCCEEDED, FAILED, UNKNOWN, ORPHANED
     amount: int
     currency: str
     trade_no: str | None
 
 
+class Refund(TypedDict):
+    refund_no: str  # the out_refund_no sent to the provider
+    status: str  # PENDING, SUCCEEDED, FAILED, UNKNOWN
+    amount: int
+    reason: str
+    refund_id: str | None
+
+
 class Order(TypedDict):
     number: str
-    status: str  # UNPAID, PAID, CANCELLED
+    status: str  # UNPAID, PAID, CANCELLED, REFUNDED
     amount: int
     currency: str
     lines: list[OrderLine]
     payments: list[Payment]
+    refunded_amount: int
+    refunds: list[Refund]
     created_at: str
     paid_at: str | None

@@ -14,7 +14,7 @@ import requests
 from idempotency.models import IdempotencyKey
 from onceshop_client import GaveUp, OnceShopClient, Problem, RetryPolicy, new_key
 from orders.models import Order
-from tests.assertions import assert_paid_once
+from tests.assertions import assert_paid_once, assert_refunded_once
 from tests.onceshop_client.proxy import DroppingProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -158,6 +158,44 @@ def test_a_402_is_final_not_retried(shop, number, fault, wire, user, wallet):
     # A new intent (a new key) pays.
     assert shop.pay(number).body["status"] == "PAID"
     assert_paid_once(Order.objects.get(number=number), user, wallet)
+
+
+def test_a_refund_in_two_parts_ends_refunded_with_each_part_back_once(shop, number, user, wallet):
+    amount = shop.pay(number).body["amount"]
+
+    part = shop.refund(number, amount=1, reason="one missing")
+    rest = shop.refund(number)  # no amount: the whole refundable rest
+
+    assert (part.body["status"], part.body["refunded_amount"]) == ("PAID", 1)
+    assert (rest.body["status"], rest.body["refunded_amount"]) == ("REFUNDED", amount)
+    assert [r["reason"] for r in rest.body["refunds"]] == ["one missing", ""]
+    assert part.key != rest.key  # two intents, two keys
+    assert_refunded_once(Order.objects.get(number=number), user, wallet, refunded=amount)
+
+
+def test_a_503_refund_outcome_unknown_is_retried_with_the_same_key_and_refunds_once(
+    shop, number, fault, wire, user, wallet
+):
+    amount = shop.pay(number).body["amount"]
+    fault("error_after_commit", target="refund")  # refunded, then a 500 to the shop
+
+    refunded = shop.refund(number)
+
+    assert (refunded.status, refunded.attempts) == (200, 2)
+    assert wire.sent[2:] == [refunded.key, refunded.key]  # after the order and its pay
+    assert_refunded_once(Order.objects.get(number=number), user, wallet, refunded=amount)
+
+
+def test_a_402_refund_declined_is_final_not_retried(shop, number, fault, wire, user, wallet):
+    shop.pay(number)
+    fault("decline", target="refund")
+
+    with pytest.raises(Problem) as declined:
+        shop.refund(number)
+
+    assert (declined.value.status, declined.value.code) == (402, "refund-declined")
+    assert len(wire.sent) == 3  # the order, the pay and one refund
+    assert_refunded_once(Order.objects.get(number=number), user, wallet, refunded=0)
 
 
 def test_a_409_order_not_payable_is_final_not_retried(shop, number, wire):
