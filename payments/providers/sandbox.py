@@ -251,6 +251,7 @@ class SandboxProvider:
             raise ProviderOutcomeUnknown(f"wallet answered HTTP {response.status_code}")
         return self._read(response, parse_wallet)
 
+    @provider_call("statement")
     def statement(self, *, day: date) -> Iterator[StatementEntry]:
         # Streamed: the body is read as it arrives and parsed line by line, so a day
         # of millions of lines never sits in memory. The read timeout applies

@@ -9,6 +9,8 @@ from django.test import Client
 from django.utils import timezone
 
 from payments.models import Payment, Refund
+from payments.providers import get_provider
+from payments.providers.base import ProviderOutcomeUnknown
 from reconcile.services.passes import pass_run_once
 from tests.conftest import new_key
 from tests.idempotency.test_behaviour_matrix import plant_locked_record
@@ -196,3 +198,27 @@ def test_an_invented_http_method_does_not_make_a_new_series(scrape):
     methods = {dict(labels).get("method") for _, labels in scrape()}
     assert "BREW" not in methods
     assert "other" in methods
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_download_is_counted_and_timed_as_a_provider_call(sandbox, scrape, settings):
+    # Given the provider's statement of today, read whole, and then one that cannot
+    # be fetched (nothing listens at the provider's address)
+    calls = "onceshop_provider_calls_total"
+    ok = {"operation": "statement", "outcome": "ok"}
+    unknown = {"operation": "statement", "outcome": "unknown"}
+    before = scrape()
+
+    list(get_provider().statement(day=timezone.now().date()))
+    settings.PROVIDER_BASE_URL = "http://127.0.0.1:9/sandbox"
+    with pytest.raises(ProviderOutcomeUnknown):
+        list(get_provider().statement(day=timezone.now().date()))
+
+    # Then each download is one call with its outcome, timed once it ended
+    after = scrape()
+    assert value(after, calls, **ok) == value(before, calls, **ok) + 1
+    assert value(after, calls, **unknown) == value(before, calls, **unknown) + 1
+    count = "onceshop_provider_call_duration_seconds_count"
+    assert value(after, count, operation="statement") == (
+        value(before, count, operation="statement") + 2
+    )
