@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from config.admin import ReadOnlyAdmin, ReadOnlyInline
-from orders.models import InventoryMovement, Order, OrderLine, Product
+from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from orders.services import product_create
 
 
@@ -67,4 +67,14 @@ class InventoryMovementAdmin(ReadOnlyAdmin):
     list_filter = ("kind",)
     changed_through = (
         "Movements are written with the stock change they explain: an order, a cancel, a restock."
+    )
+
+
+@admin.register(Shipment)
+class ShipmentAdmin(ReadOnlyAdmin):
+    list_display = ("order", "created_at")
+    search_fields = ("order__number",)
+    changed_through = (
+        "A shipment is made once per PAID order by the fulfil task (or its sweep); a "
+        "redelivered task inserts nothing."
     )

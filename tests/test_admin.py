@@ -1,6 +1,6 @@
 """The admin as staff: every page answers, and money rows are shown, never edited.
 
-Orders, payments, ledger entries, inventory movements, notifications and
+Orders, payments, ledger entries, inventory movements, shipments, notifications and
 idempotency records (the shop's and the provider's) change only through the
 services. The admin must not offer Add, Save or Delete on them, and a form that
 is posted anyway is refused with 403, never a 500 from a half-filled row.
@@ -19,7 +19,8 @@ from django.urls import reverse
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey
-from orders.models import InventoryMovement, Order, Product
+from orders.models import InventoryMovement, Order, Product, Shipment
+from orders.services import shipment_create
 from payments.models import LedgerEntry, LedgerKind, Payment
 from payments.models import Refund as ShopRefund
 from sandbox.delivery import notification_deliver
@@ -34,6 +35,7 @@ MONEY_MODELS: list[type[Model]] = [
     ShopRefund,
     LedgerEntry,
     InventoryMovement,
+    Shipment,
     ProviderNotification,
     IdempotencyKey,
     Wallet,
@@ -61,6 +63,7 @@ def every_row(order: Order, pay: Any, refund: Any, fault: Any) -> Order:
         LedgerKind.CAPTURE,
         LedgerKind.REFUND,
     }
+    shipment_create(order_id=order.pk)  # what the fulfil task does after the pay
     fault("decline")  # armed for the next charge: a fault row to show
     for notification in Notification.objects.all():
         notification_deliver(notification_id=notification.pk)
