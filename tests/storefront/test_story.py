@@ -11,6 +11,7 @@ from payments.models import LedgerEntry, Payment
 from storefront.answers import Answer
 from storefront.story import StoryReport, StoryUnavailable, story_run
 from storefront.story.observe import Settler
+from storefront.story.report import TallyRow
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -201,6 +202,30 @@ def test_the_home_page_button_runs_the_same_story(demo_mode, alice, web_for, mon
     assert 'action="/story/"' in home
     assert response.context["report"] is report
     assert "story-test" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("language", "first", "second"),
+    [
+        ("en", "One order, one debit, one shipment.", "The late capture of the order given up"),
+        ("zh-hans", "一次发货", "迟到的扣款"),
+    ],
+)
+def test_the_page_verdict_speaks_of_both_chapters_as_the_command_does(
+    demo_mode, alice, web_for, monkeypatch, language, first, second
+):
+    # The tally holds both chapters' rows; the verdict under it must name both.
+    report = StoryReport(
+        customer="story-test",
+        order_number="N1",
+        tally=[TallyRow("debits", 1, 1), TallyRow("late captures refunded", 1, 1)],
+    )
+    monkeypatch.setattr("storefront.views.story.story_run", lambda **_: report)
+
+    page = web_for(alice).post("/story/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+
+    assert first in page
+    assert second in page
 
 
 def test_the_story_button_is_refused_outside_demo_mode(settings, alice, web_for):
