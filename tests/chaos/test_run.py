@@ -28,7 +28,7 @@ RUN_TIMEOUT_S = 400
 @pytest.mark.timeout(RUN_TIMEOUT_S + 30)
 def test_a_short_run_through_every_kind_of_fault_ends_with_no_violation(tmp_path):
     server_url = os.environ["DATABASE_URL"]
-    argv = ["-m", "chaos", "--orders", "24", "--clients", "4", "--pace", "0.25", "--seed", "12"]
+    argv = ["-m", "chaos", "--orders", "300", "--clients", "8", "--pace", "0.25", "--seed", "12"]
     argv += ["--out", str(tmp_path), "--database", f"{database_name(server_url)}_chaos_ci"]
 
     # As a user runs it: the app's own settings, not the tests' profile.
