@@ -1,8 +1,8 @@
 """What every suite receives (options, bench database, bench user) and returns.
 
 A suite is one module exposing ``SUITE = Suite(name, title, run)``; ``run``
-takes a ``BenchContext`` and returns a ``SuiteResult``. The report renders any
-suite's result the same way, so adding a scenario never touches the report.
+takes a ``BenchContext`` and returns a ``SuiteResult``, which the report renders
+the same way for any suite.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.appserver import Server, app_env, gunicorn
-from bench.harness import Drive
+from bench.harness import Drive, RequestFactory, measure
 from bench.stats import Metric, Throughput
 
 DEFAULT_SECONDS, QUICK_SECONDS = 10.0, 2.0
@@ -81,10 +81,21 @@ class BenchContext:
         with gunicorn(name=name, env=environment, log_dir=self.out_dir) as server:
             yield server
 
+    def measure(self, server: Server, name: str, label: str, factory: RequestFactory) -> Throughput:
+        """``harness.measure`` with this run's clients and periods, on the bench database."""
+        return measure(
+            name=name,
+            label=label,
+            server=server,
+            factory=factory,
+            plan=self.drive,
+            database_url=self.database_url,
+        )
+
 
 @dataclass(frozen=True)
 class Section:
-    """Free-form findings of a suite (Markdown), e.g. query lists or profile cost centres."""
+    """Free-form findings of a suite (Markdown): query lists, profile cost centres."""
 
     title: str
     markdown: str
@@ -101,7 +112,7 @@ class SuiteResult:
 
 @dataclass(frozen=True)
 class Suite:
-    """A registered group of scenarios (see ``bench/suites.py``)."""
+    """A group of scenarios, registered in ``bench/__main__.py``."""
 
     name: str
     title: str
