@@ -30,7 +30,7 @@ from bench.inprocess import (
     sql_section,
     time_phases,
 )
-from bench.stats import Metric, Target, ratio
+from bench.stats import Figure, Target, figures, ratio
 from callbacks import api, services
 from callbacks.models import ProviderNotification
 from payments.providers.sandbox import SIGNATURE_HEADER, SandboxProvider, sign
@@ -47,7 +47,17 @@ FRESH_RATE_BOUND_PER_S = 250.0
 PHASE_ITERATIONS, QUICK_PHASE_ITERATIONS = 100, 10
 # The Celery queue fulfilment tasks go to: no worker consumes it; deleted afterwards.
 CALLBACK_QUEUE = "onceshop-bench-callbacks"
-DUPLICATE_QUERY_TARGET = Target("<=", 1)  # one indexed lookup on notify_id
+FIGURES: tuple[Figure, ...] = (
+    ("duplicate_vs_fresh", "duplicate / fresh req/s", "x", None),
+    ("queries_callback_fresh", "SQL statements, fresh notification", "", None),
+    ("queries_callback_duplicate", "SQL statements, duplicate", "", Target("<=", 1)),
+    ("ms_callback_fresh", "ms per fresh notification (1 thread)", "ms", None),
+    ("ms_callback_duplicate", "ms per duplicate (1 thread)", "ms", None),
+    # What makes the figures trustworthy: nobody starved, every fresh one applied once.
+    ("callback_attempts_left", "pre-created attempts left unused", "", Target(">=", 1)),
+    ("callback_not_applied", "notifications stored but not applied", "", Target("<=", 0)),
+    ("callback_rows_by_duplicates", "notification rows written by duplicates", "", Target("<=", 0)),
+)
 
 VERIFY = "signature check and parse (verify_notification)"
 INGEST = "ingest: notify_id lookup, then one transaction up to COMMIT"
@@ -196,53 +206,25 @@ def run(ctx: BenchContext) -> SuiteResult:
         timed = time_phases(lambda: notify(next(local)), iterations, probes)
         duplicate_ms = ms_per_call(lambda: notify(counted), iterations)
     not_applied = ProviderNotification.objects.exclude(outcome=ProviderNotification.Outcome.APPLIED)
+    values = {
+        "duplicate_vs_fresh": ratio(duplicate.per_second, fresh.per_second),
+        "queries_callback_fresh": fresh_sql.total,
+        "queries_callback_duplicate": duplicate_sql.total,  # one indexed lookup on notify_id
+        "ms_callback_fresh": timed.ms_per_request,
+        "ms_callback_duplicate": duplicate_ms,
+        "callback_attempts_left": len(plan.pool),
+        "callback_not_applied": not_applied.count(),
+        "callback_rows_by_duplicates": written_by_duplicates,
+    }
+    notes = {
+        "queries_callback_duplicate": "the notify_id lookup",
+        "callback_attempts_left": f"of {plan.size}; 0: the pool ran dry before the window ended",
+    }
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
         throughputs=[fresh, duplicate],
-        metrics=[
-            Metric(
-                "duplicate_vs_fresh",
-                "duplicate / fresh req/s",
-                ratio(duplicate.per_second, fresh.per_second),
-                "x",
-            ),
-            Metric("queries_callback_fresh", "SQL statements, fresh notification", fresh_sql.total),
-            Metric(
-                "queries_callback_duplicate",
-                "SQL statements, duplicate",
-                duplicate_sql.total,
-                target=DUPLICATE_QUERY_TARGET,
-                note="the notify_id lookup",
-            ),
-            Metric(
-                "ms_callback_fresh",
-                "ms per fresh notification (1 thread)",
-                timed.ms_per_request,
-                "ms",
-            ),
-            Metric("ms_callback_duplicate", "ms per duplicate (1 thread)", duplicate_ms, "ms"),
-            # What makes the figures trustworthy: nobody starved, every fresh one applied once.
-            Metric(
-                "callback_attempts_left",
-                "pre-created attempts left unused",
-                len(plan.pool),
-                target=Target(">=", 1),
-                note=f"of {plan.size}; 0: the pool ran dry before the window ended",
-            ),
-            Metric(
-                "callback_not_applied",
-                "notifications stored but not applied",
-                not_applied.count(),
-                target=Target("<=", 0),
-            ),
-            Metric(
-                "callback_rows_by_duplicates",
-                "notification rows written by duplicates",
-                written_by_duplicates,
-                target=Target("<=", 0),
-            ),
-        ],
+        metrics=figures(FIGURES, values, notes),
         sections=[
             phase_section(
                 f"Where a fresh notification spends its time ({iterations}, in-process)",

@@ -29,9 +29,9 @@ from bench.context import BenchContext, Section, Suite, SuiteResult
 from bench.database import libpq_uri
 from bench.fixtures import PRICE, STOCK, seed_product
 from bench.harness import HttpRequest, RequestFactory, drive, watch_sessions
-from bench.inprocess import QueryCount, count_queries, sql_section
+from bench.inprocess import count_queries, sql_section
 from bench.markdown import fmt, table
-from bench.stats import Metric, Sample, Target, Throughput, ratio, summarize
+from bench.stats import Figure, Metric, Sample, Target, Throughput, figures, ratio, summarize
 from orders.models import Product
 
 PATH = keylayer.PATH
@@ -43,8 +43,45 @@ PRECREATE_LIMIT_S = 120.0
 
 REPLAY_TARGET = Target(">=", 2.5)
 OVERHEAD_TARGET = Target(">=", 0.9)  # layer on / layer off: at most 10 % slower
-REPLAY_QUERY_TARGET = Target("<=", 1)
+REPLAY_SQL = Target("<=", 1)  # beyond authentication: the key lookup
 
+# (name, label, numerator, denominator, target): the targets are judged on the spread
+# catalogue; the hot product is context.
+RATIOS = (
+    ("replay_vs_first", "replay / first-time req/s", "replay", "first", REPLAY_TARGET),
+    ("layer_on_vs_off", "key layer on / off req/s", "first", "off", OVERHEAD_TARGET),
+    ("first_vs_floor", "first-time req/s / framework floor req/s", "first", "floor", None),
+    ("replay_vs_floor", "replay req/s / framework floor req/s", "replay", "floor", None),
+    ("first_vs_raw_sql", "first-time req/s / raw SQL tps", "first", "raw", None),
+    ("hot_layer_on_vs_off", "hot product: key layer on / off req/s", "hot_first", "hot_off", None),
+    ("hot_vs_spread", "hot product / own product first-time req/s", "hot_first", "first", None),
+)
+FIGURES: tuple[Figure, ...] = (
+    ("queries_first", "SQL statements, first-time creation", "", None),
+    ("queries_replay_beyond_auth", "SQL statements, replay, beyond authentication", "", REPLAY_SQL),
+    ("ms_first", "ms per first-time creation (1 thread)", "ms", None),
+    ("ms_layer_off", "ms per creation, layer off (1 thread)", "ms", None),
+    ("ms_replay", "ms per replay (1 thread)", "ms", None),
+    ("layer_on_vs_off_single", "key layer on / off, 1 thread", "x", None),
+)
+# Instructions per request under callgrind: the figure load from elsewhere cannot move.
+INSTRUCTIONS: tuple[Figure, ...] = (
+    ("kinstr_first", "k instructions per first-time creation", "", None),
+    ("kinstr_layer_off", "k instructions per creation, layer off", "", None),
+    ("kinstr_replay", "k instructions per replay", "", None),
+    ("layer_on_vs_off_instructions", "key layer on / off, instructions", "x", OVERHEAD_TARGET),
+)
+NOTES = {
+    "layer_on_vs_off": "overhead = 1 - value",
+    "first_vs_floor": "the floor: same auth and throttle, one indexed read",
+    "first_vs_raw_sql": "share of the ceiling the app reaches",
+    "hot_layer_on_vs_off": "context: lock-bound, no target",
+    "hot_vs_spread": "what queueing on one row costs",
+    "queries_first": "BEGIN and COMMIT included",
+    "layer_on_vs_off_single": "the same ratio without concurrency: less noise",
+    "layer_on_vs_off_instructions": "callgrind, one request at a time: the figure to judge "
+    "the layer on",
+}
 HOT_NOTE = (
     "It is slower because every creation takes the same product's row lock with its "
     "conditional stock UPDATE and holds it until COMMIT, so the 16 clients' transactions "
@@ -264,7 +301,7 @@ def find_pgbench() -> str:
 
 
 def pgbench_command(
-    *, pgbench: str, url: str, script: Path, clients: int, seconds: int, log_prefix: Path | None
+    pgbench: str, url: str, script: Path, clients: int, seconds: int, log_prefix: Path | None
 ) -> list[str]:
     """No vacuum (our tables are not pgbench's), prepared statements, time-bounded;
     with ``log_prefix``, one log line per transaction with its latency (percentiles)."""
@@ -293,25 +330,11 @@ def parse_log(lines: Iterable[str]) -> list[float]:
     return [int(f[2]) / 1_000_000 for f in fields if len(f) >= 3 and f[2].isdigit()]
 
 
-def pgbench(
-    url: str, script: Path, *, clients: int, seconds: int, log_prefix: Path | None = None
-) -> str:
+def pgbench(url: str, script: Path, clients: int, seconds: int, log: Path | None = None) -> str:
     """Run pgbench to completion; return its report (stdout)."""
-    command = pgbench_command(
-        pgbench=find_pgbench(),
-        url=url,
-        script=script,
-        clients=clients,
-        seconds=seconds,
-        log_prefix=log_prefix,
-    )
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=seconds + PGBENCH_TIMEOUT_MARGIN_S,
-        check=False,
-    )
+    command = pgbench_command(find_pgbench(), url, script, clients, seconds, log)
+    timeout = seconds + PGBENCH_TIMEOUT_MARGIN_S
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"pgbench failed ({done.returncode}):\n{done.stderr}")
     return done.stdout
@@ -323,28 +346,21 @@ def raw_sql(ctx: BenchContext, fixture: OrderFixture) -> Throughput:
     name, clients = "order_create_raw_sql", ctx.options.clients
     script, log_dir = ctx.out_dir / "order-create.sql", ctx.out_dir / "pgbench-log"
     script.write_text(order_create_script(fixture))
-    pgbench(ctx.database_url, script, clients=clients, seconds=1)
+    pgbench(ctx.database_url, script, clients, seconds=1)
     log_dir.mkdir(parents=True, exist_ok=True)
     for old in log_dir.glob(f"{name}*"):
         old.unlink()
     seconds = max(1, round(ctx.options.measure_s))
     with watch_sessions(ctx.database_url) as sessions:
-        output = pgbench(
-            ctx.database_url, script, clients=clients, seconds=seconds, log_prefix=log_dir / name
-        )
+        output = pgbench(ctx.database_url, script, clients, seconds, log_dir / name)
     latencies = []
     for log_file in sorted(log_dir.glob(f"{name}.*")):
         with log_file.open() as lines:
             latencies += parse_log(lines)
     samples = [Sample(finished_at=0.0, latency_s=latency, status=200) for latency in latencies]
-    summary = summarize(
-        name=name,
-        label="raw SQL: same writes, own product (pgbench)",
-        samples=samples,
-        seconds=seconds,
-    )
+    label = "raw SQL: same writes, own product (pgbench)"
     return replace(
-        summary,
+        summarize(name=name, label=label, samples=samples, seconds=seconds),
         per_second=parse_tps(output),
         errors=parse_failed(output),
         statuses={},
@@ -403,11 +419,8 @@ STEPS = (
 )
 
 
-@dataclass(frozen=True)
-class Share:
-    label: str
-    seconds: float
-    share: float  # of all sampled time, 0..1
+# (label, seconds, share of all sampled time)
+Share = tuple[str, float, float]
 
 
 def _frame_parts(frame_info: str) -> tuple[str, str]:
@@ -444,7 +457,7 @@ def attribute(
 
     def shares(times: dict[str, float]) -> list[Share]:
         ranked = sorted(times.items(), key=lambda item: item[1], reverse=True)
-        return [Share(label, s, s / total if total else 0.0) for label, s in ranked]
+        return [(label, s, s / total if total else 0.0) for label, s in ranked]
 
     return shares(by_layer), shares(by_step)
 
@@ -482,7 +495,7 @@ def profile_section(call: Callable[[], object], *, iterations: int, out_path: Pa
 
     def rows(shares: list[Share]) -> list[list[str]]:
         return [
-            [s.label, fmt(s.seconds * 1000 / iterations, 2), fmt(s.share * 100)] for s in shares
+            [label, fmt(s * 1000 / iterations, 2), fmt(share * 100)] for label, s, share in shares
         ]
 
     return Section(
@@ -500,105 +513,11 @@ def profile_section(call: Callable[[], object], *, iterations: int, out_path: Pa
 # --- Figures and the suite --------------------------------------------------------------------
 
 
-def http_metrics(http: dict[str, Throughput], raw: Throughput) -> list[Metric]:
-    """The targets, judged on the spread catalogue; the hot product as context."""
-    first, off, replay, floor = (http[k].per_second for k in ("first", "off", "replay", "floor"))
-    hot_first, hot_off = http["hot_first"].per_second, http["hot_off"].per_second
+def http_metrics(http: dict[str, Throughput]) -> list[Metric]:
+    per_second = {key: throughput.per_second for key, throughput in http.items()}
     return [
-        Metric(
-            "replay_vs_first", "replay / first-time req/s", ratio(replay, first), "x", REPLAY_TARGET
-        ),
-        Metric(
-            "layer_on_vs_off",
-            "key layer on / off req/s",
-            ratio(first, off),
-            "x",
-            OVERHEAD_TARGET,
-            "overhead = 1 - value",
-        ),
-        Metric(
-            "first_vs_floor",
-            "first-time req/s / framework floor req/s",
-            ratio(first, floor),
-            "x",
-            note="the floor: same auth and throttle, one indexed read",
-        ),
-        Metric(
-            "replay_vs_floor", "replay req/s / framework floor req/s", ratio(replay, floor), "x"
-        ),
-        Metric(
-            "first_vs_raw_sql",
-            "first-time req/s / raw SQL tps",
-            ratio(first, raw.per_second),
-            "x",
-            note="share of the ceiling the app reaches",
-        ),
-        Metric(
-            "hot_layer_on_vs_off",
-            "hot product: key layer on / off req/s",
-            ratio(hot_first, hot_off),
-            "x",
-            note="context: lock-bound, no target",
-        ),
-        Metric(
-            "hot_vs_spread",
-            "hot product / own product first-time req/s",
-            ratio(hot_first, first),
-            "x",
-            note="what queueing on one row costs",
-        ),
-    ]
-
-
-def inprocess_metrics(
-    first: QueryCount, replay: QueryCount, times: keylayer.ServiceTimes
-) -> list[Metric]:
-    return [
-        Metric(
-            "queries_first",
-            "SQL statements, first-time creation",
-            first.total,
-            note="BEGIN and COMMIT included",
-        ),
-        Metric(
-            "queries_replay_beyond_auth",
-            "SQL statements, replay, beyond authentication",
-            replay.beyond_auth,
-            target=REPLAY_QUERY_TARGET,
-            note=f"{replay.total} in all",
-        ),
-        Metric("ms_first", "ms per first-time creation (1 thread)", times.first_ms, "ms"),
-        Metric("ms_layer_off", "ms per creation, layer off (1 thread)", times.layer_off_ms, "ms"),
-        Metric("ms_replay", "ms per replay (1 thread)", times.replay_ms, "ms"),
-        Metric(
-            "layer_on_vs_off_single",
-            "key layer on / off, 1 thread",
-            ratio(times.layer_off_ms, times.first_ms),
-            "x",
-            note="the same ratio without concurrency: less noise",
-        ),
-    ]
-
-
-def instruction_metrics(ctx: BenchContext) -> list[Metric]:
-    """Instructions per request under callgrind: the figure load from elsewhere cannot move."""
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        return [Metric("instructions", "instructions per request", math.nan, note="no valgrind")]
-    counted = keylayer.instructions_per_request(
-        database_url=ctx.database_url, redis_url=ctx.redis_url
-    )
-    return [
-        Metric("kinstr_first", "k instructions per first-time creation", counted.layer_on),
-        Metric("kinstr_layer_off", "k instructions per creation, layer off", counted.layer_off),
-        Metric("kinstr_replay", "k instructions per replay", counted.replay),
-        Metric(
-            "layer_on_vs_off_instructions",
-            "key layer on / off, instructions",
-            ratio(counted.layer_off, counted.layer_on),
-            "x",
-            OVERHEAD_TARGET,
-            "callgrind, one request at a time: the figure to judge the layer on",
-        ),
+        Metric(name, label, ratio(per_second[a], per_second[b]), "x", target, NOTES.get(name, ""))
+        for name, label, a, b, target in RATIOS
     ]
 
 
@@ -612,8 +531,9 @@ def run(ctx: BenchContext) -> SuiteResult:
     seed_product(HOT_SKU)
     skus = [product.sku for product in spread]
     http = http_scenarios(ctx, skus)
-    fixture = OrderFixture(ctx.user_id, ids[0], len(ids), SKU_PREFIX, PRICE, "CNY")
-    raw = raw_sql(ctx, fixture)
+    http["raw"] = raw_sql(
+        ctx, OrderFixture(ctx.user_id, ids[0], len(ids), SKU_PREFIX, PRICE, "CNY")
+    )
 
     order = keylayer.order_poster(token=ctx.token, sku=skus[0])
     order(str(uuid.uuid4()))  # connection open, caches filled
@@ -621,6 +541,31 @@ def run(ctx: BenchContext) -> SuiteResult:
     first_sql, replay_sql = count_queries(lambda: order(key)), count_queries(lambda: order(key))
     iterations = ctx.options.profile_iterations
     times = keylayer.service_times(order, iterations=iterations)
+    values = {
+        "queries_first": first_sql.total,
+        "queries_replay_beyond_auth": replay_sql.beyond_auth,
+        "ms_first": times.first_ms,
+        "ms_layer_off": times.layer_off_ms,
+        "ms_replay": times.replay_ms,
+        "layer_on_vs_off_single": ratio(times.layer_off_ms, times.first_ms),
+    }
+    notes = {**NOTES, "queries_replay_beyond_auth": f"{replay_sql.total} in all"}
+    metrics = figures(FIGURES, values, notes)
+    if shutil.which("valgrind") and shutil.which("callgrind_control"):
+        counted = keylayer.instructions_per_request(
+            database_url=ctx.database_url, redis_url=ctx.redis_url
+        )
+        values = {
+            "kinstr_first": counted.layer_on,
+            "kinstr_layer_off": counted.layer_off,
+            "kinstr_replay": counted.replay,
+            "layer_on_vs_off_instructions": ratio(counted.layer_off, counted.layer_on),
+        }
+        metrics += figures(INSTRUCTIONS, values, notes)
+    else:
+        metrics += [
+            Metric("instructions", "instructions per request", math.nan, note="no valgrind")
+        ]
     profiled = profile_section(
         lambda: order(str(uuid.uuid4())),
         iterations=iterations,
@@ -630,12 +575,12 @@ def run(ctx: BenchContext) -> SuiteResult:
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        throughputs=[http[k] for k in ("first", "replay", "off", "hot_first", "hot_off", "floor")]
-        + [raw],
+        throughputs=[
+            http[k] for k in ("first", "replay", "off", "hot_first", "hot_off", "floor", "raw")
+        ],
         metrics=[
-            *http_metrics(http, raw),
-            *inprocess_metrics(first_sql, replay_sql, times),
-            *instruction_metrics(ctx),
+            *http_metrics(http),
+            *metrics,
             Metric(
                 "stock_left", f"least stock left of {STOCK:,}", stock_left, note="never runs out"
             ),

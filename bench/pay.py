@@ -39,7 +39,7 @@ from bench.inprocess import (
 )
 from bench.markdown import fmt
 from bench.reconcile_pass import sandbox_provider
-from bench.stats import Metric, Target, Throughput, ratio
+from bench.stats import Figure, Target, Throughput, figures, ratio
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from payments import flows
 from payments.models import Payment, PaymentStatus
@@ -67,6 +67,38 @@ PROVIDER_CALL = "provider charge over loopback HTTP (the sandbox's own work incl
 PHASE_2 = "phase 2: settled (payment, ledger, order PAID, answer, key, COMMIT)"
 ENQUEUE = "fulfilment task enqueued on commit (Celery LPUSH to Redis), in phase 2"
 _ASK = "_ask_provider"  # the attempt read and the provider charge together
+NONE = Target("<=", 0)
+FIGURES: tuple[Figure, ...] = (
+    ("pay_replay_vs_first", "pay replay / first-time req/s", "x", None),
+    ("pay_provider_cpu_ms", "provider gunicorn CPU ms per pay", "ms", None),
+    ("refund_replay_vs_first", "refund replay / first-time req/s", "x", None),
+    ("refund_out_of_orders", "clients that ran out of paid orders to refund", "", None),
+    ("queries_pay", "SQL statements, one pay (shop side)", "", None),
+    ("queries_pay_pinned", "PAY_QUERIES in tests/payments/test_query_budget.py", "", None),
+    ("queries_pay_replay", "SQL statements, pay replay", "", Target("<=", 2)),
+    ("queries_sandbox_charge", "SQL statements, one sandbox charge (provider side)", "", None),
+    ("ms_pay", "ms per pay (1 thread, in-process)", "ms", None),
+    ("ms_pay_replay", "ms per pay replay (1 thread)", "ms", None),
+    ("ms_sandbox_charge", "ms per sandbox charge (1 thread, in-process)", "ms", None),
+    (
+        "ms_provider_call_new_connection",
+        "ms per provider call, new connection (as the shop)",
+        "ms",
+        None,
+    ),
+    ("ms_provider_call_kept_connection", "ms per provider call, connection kept alive", "ms", None),
+    # What makes the figures trustworthy: nobody starved, nothing left unresolved.
+    ("pay_out_of_orders", "clients that ran out of orders", "", NONE),
+    ("pay_unsettled", "attempts left PENDING or UNKNOWN", "", NONE),
+)
+NOTES = {
+    "refund_out_of_orders": "the refund scenario refunds what the pay scenario paid; "
+    "a client out of them stops early and its rate is low",
+    "queries_pay_replay": "authentication + the key lookup",
+    "ms_sandbox_charge": "the provider's work inside a pay, without HTTP",
+    "ms_provider_call_new_connection": "a 404 query: one indexed lookup at the sandbox",
+    "pay_unsettled": "non-zero: a provider call failed or timed out",
+}
 
 
 @contextmanager
@@ -162,7 +194,7 @@ def _pay_phase(record: IdempotencyKey, *_args: Any, **_kwargs: Any) -> str:
 
 def in_process(
     provider: Server, payer: fixtures.Payer, *, iterations: int
-) -> tuple[list[Metric], list[Section]]:
+) -> tuple[dict[str, float], str, list[Section]]:
     """One pay at a time through Django's test client, the provider still the provider
     gunicorn over loopback HTTP: its SQL runs there, so the statements counted here
     are the shop's alone, as in test_query_budget.py. Then the sandbox's side of a
@@ -241,53 +273,17 @@ def in_process(
         "flow's functions, wrapped in the bench process (the app is unchanged); rows marked "
         "`-` lie inside a phase above them."
     )
-    metrics = [
-        Metric(
-            "queries_pay",
-            "SQL statements, one pay (shop side)",
-            pay_sql.total,
-            note=f"{match} PAY_QUERIES",
-        ),
-        Metric(
-            "queries_pay_pinned",
-            "PAY_QUERIES in tests/payments/test_query_budget.py",
-            math.nan if pinned is None else pinned,
-        ),
-        Metric(
-            "queries_pay_replay",
-            "SQL statements, pay replay",
-            replay_sql.total,
-            target=Target("<=", 2),
-            note="authentication + the key lookup",
-        ),
-        Metric(
-            "queries_sandbox_charge",
-            "SQL statements, one sandbox charge (provider side)",
-            sandbox_sql.total,
-        ),
-        Metric("ms_pay", "ms per pay (1 thread, in-process)", timed.ms_per_request, "ms"),
-        Metric("ms_pay_replay", "ms per pay replay (1 thread)", replay_ms, "ms"),
-        Metric(
-            "ms_sandbox_charge",
-            "ms per sandbox charge (1 thread, in-process)",
-            sandbox_ms,
-            "ms",
-            note="the provider's work inside a pay, without HTTP",
-        ),
-        Metric(
-            "ms_provider_call_new_connection",
-            "ms per provider call, new connection (as the shop)",
-            fmean(new_ms),
-            "ms",
-            note="a 404 query: one indexed lookup at the sandbox",
-        ),
-        Metric(
-            "ms_provider_call_kept_connection",
-            "ms per provider call, connection kept alive",
-            fmean(kept_ms),
-            "ms",
-        ),
-    ]
+    values = {
+        "queries_pay": pay_sql.total,
+        "queries_pay_pinned": math.nan if pinned is None else pinned,
+        "queries_pay_replay": replay_sql.total,
+        "queries_sandbox_charge": sandbox_sql.total,
+        "ms_pay": timed.ms_per_request,
+        "ms_pay_replay": replay_ms,
+        "ms_sandbox_charge": sandbox_ms,
+        "ms_provider_call_new_connection": fmean(new_ms),
+        "ms_provider_call_kept_connection": fmean(kept_ms),
+    }
     sections = [
         phase_section(
             f"Where one pay spends its time ({iterations} pays, in-process)",
@@ -300,7 +296,7 @@ def in_process(
         sql_section("SQL of one pay (shop side)", pay_sql),
         sql_section("SQL of one sandbox charge (provider side)", sandbox_sql),
     ]
-    return metrics, sections
+    return values, f"{match} PAY_QUERIES", sections
 
 
 def pinned_constant(source: str, name: str) -> int | None:
@@ -352,56 +348,29 @@ def run(ctx: BenchContext) -> SuiteResult:
             "refund_replay", "refund: replay (same key again)", refunds.replays()
         )
         iterations = QUICK_PHASE_ITERATIONS if ctx.options.quick else PHASE_ITERATIONS
-        local_metrics, sections = in_process(provider, payers[-1], iterations=iterations)
+        local, pinned_note, sections = in_process(provider, payers[-1], iterations=iterations)
     unsettled = Payment.objects.filter(status__in=[PaymentStatus.PENDING, PaymentStatus.UNKNOWN])
+    values = {
+        "pay_replay_vs_first": ratio(replay.per_second, pay.per_second),
+        "pay_provider_cpu_ms": ratio(provider_cpu * 1000, pay.per_second),
+        "refund_replay_vs_first": ratio(refund_replay.per_second, refund.per_second),
+        "refund_out_of_orders": refunds.out_of_orders(),
+        **local,
+        "pay_out_of_orders": pays.out_of_orders(),
+        "pay_unsettled": unsettled.count(),
+    }
+    notes = {
+        **NOTES,
+        "pay_provider_cpu_ms": f"{fmt(provider_cpu, 2)} cores; the shop's own is in the table "
+        "above",
+        "queries_pay": pinned_note,
+        "pay_out_of_orders": f"{each} pre-created each",
+    }
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
         throughputs=[pay, replay, refund, refund_replay],
-        metrics=[
-            Metric(
-                "pay_replay_vs_first",
-                "pay replay / first-time req/s",
-                ratio(replay.per_second, pay.per_second),
-                "x",
-            ),
-            Metric(
-                "pay_provider_cpu_ms",
-                "provider gunicorn CPU ms per pay",
-                ratio(provider_cpu * 1000, pay.per_second),
-                "ms",
-                note=f"{fmt(provider_cpu, 2)} cores; the shop's own is in the table above",
-            ),
-            Metric(
-                "refund_replay_vs_first",
-                "refund replay / first-time req/s",
-                ratio(refund_replay.per_second, refund.per_second),
-                "x",
-            ),
-            Metric(
-                "refund_out_of_orders",
-                "clients that ran out of paid orders to refund",
-                refunds.out_of_orders(),
-                note="the refund scenario refunds what the pay scenario paid; "
-                "a client out of them stops early and its rate is low",
-            ),
-            *local_metrics,
-            # What makes the figures trustworthy: nobody starved, nothing left unresolved.
-            Metric(
-                "pay_out_of_orders",
-                "clients that ran out of orders",
-                pays.out_of_orders(),
-                target=Target("<=", 0),
-                note=f"{each} pre-created each",
-            ),
-            Metric(
-                "pay_unsettled",
-                "attempts left PENDING or UNKNOWN",
-                unsettled.count(),
-                target=Target("<=", 0),
-                note="non-zero: a provider call failed or timed out",
-            ),
-        ],
+        metrics=figures(FIGURES, values, notes),
         sections=sections,
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -123,3 +123,17 @@ class Metric:
         if self.target is None:
             return "-"
         return "PASS" if self.target.met_by(self.value) else "MISS"
+
+
+# A suite's figure: (name, label, unit, target), in the order its report lists them.
+Figure = tuple[str, str, str, Target | None]
+
+
+def figures(
+    specs: Sequence[Figure], values: Mapping[str, float], notes: Mapping[str, str]
+) -> list[Metric]:
+    """The metrics of ``specs``, valued from ``values`` and annotated from ``notes``, by name."""
+    return [
+        Metric(n, label, values[n], unit, target, notes.get(n, ""))
+        for n, label, unit, target in specs
+    ]
