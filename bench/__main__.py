@@ -23,21 +23,16 @@ from bench.report import finish, markdown, write
 from bench.standalone import OUT_DIR, prepare
 
 
-def registry() -> list[Suite]:
-    """Every suite, in the order a run takes them. Suites import Django models:
-    call this only once Django is set up."""
+def select(names: tuple[str, ...]) -> list[Suite]:
+    """The suites named (all of them when none is), in the order a run takes them.
+    Suites import Django models: call this only once Django is set up."""
     from bench import callbacks, orders, pay, peers, reaper, reconcile_pass, statement
 
     # The two slow ones last: 10,000 unknown attempts, then a million expired keys.
-    return [s.SUITE for s in (orders, pay, callbacks, peers, reconcile_pass, statement, reaper)]
-
-
-def select(names: tuple[str, ...]) -> list[Suite]:
-    """The suites named (all of them when none is), in registry order."""
-    suites = registry()
-    known = {suite.name for suite in suites}
-    if unknown := sorted(set(names) - known):
-        raise SystemExit(f"unknown suite(s) {unknown}; known: {sorted(known)}")
+    modules = (orders, pay, callbacks, peers, reconcile_pass, statement, reaper)
+    suites = [module.SUITE for module in modules]
+    if unknown := sorted(set(names) - {suite.name for suite in suites}):
+        raise SystemExit(f"unknown suite(s) {unknown}; known: {sorted(s.name for s in suites)}")
     return [suite for suite in suites if not names or suite.name in names]
 
 

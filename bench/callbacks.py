@@ -18,18 +18,10 @@ from celery.app.task import Task
 from django.conf import settings
 from django.test import Client
 
+from bench import inprocess
 from bench.context import BenchContext, Suite, SuiteResult
 from bench.fixtures import Attempt, bench_queue, pending_attempts, rows_needed, seed_product
 from bench.harness import HttpRequest, RequestFactory
-from bench.inprocess import (
-    Probe,
-    count_queries,
-    ms_per_call,
-    phase_section,
-    post,
-    sql_section,
-    time_phases,
-)
 from bench.stats import Figure, Target, figures, ratio
 from callbacks import api, services
 from callbacks.models import ProviderNotification
@@ -191,20 +183,24 @@ def run(ctx: BenchContext) -> SuiteResult:
         client = Client()
 
         def notify(notice: Notice) -> None:
-            post(client, PATH, notice.body, signed_headers(notice.body, secret=secret), 200)
+            inprocess.post(
+                client, PATH, notice.body, signed_headers(notice.body, secret=secret), 200
+            )
 
         notify(next(local))  # connection open, caches filled
         counted = next(local)
-        fresh_sql = count_queries(lambda: notify(counted))
-        duplicate_sql = count_queries(lambda: notify(counted))
+        fresh_sql = inprocess.count_queries(lambda: notify(counted))
+        duplicate_sql = inprocess.count_queries(lambda: notify(counted))
         probes = [
-            Probe(SandboxProvider, "verify_notification", VERIFY),
-            Probe(api, "callback_ingest", INGEST),
-            Probe(services, "payment_settle", SETTLE),
-            Probe(Task, "apply_async", ENQUEUE),  # only fulfil_order is sent in this process
+            inprocess.Probe(SandboxProvider, "verify_notification", VERIFY),
+            inprocess.Probe(api, "callback_ingest", INGEST),
+            inprocess.Probe(services, "payment_settle", SETTLE),
+            inprocess.Probe(
+                Task, "apply_async", ENQUEUE
+            ),  # only fulfil_order is sent in this process
         ]
-        timed = time_phases(lambda: notify(next(local)), iterations, probes)
-        duplicate_ms = ms_per_call(lambda: notify(counted), iterations)
+        timed = inprocess.time_phases(lambda: notify(next(local)), iterations, probes)
+        duplicate_ms = inprocess.ms_per_call(lambda: notify(counted), iterations)
     not_applied = ProviderNotification.objects.exclude(outcome=ProviderNotification.Outcome.APPLIED)
     values = {
         "duplicate_vs_fresh": ratio(duplicate.per_second, fresh.per_second),
@@ -226,7 +222,7 @@ def run(ctx: BenchContext) -> SuiteResult:
         throughputs=[fresh, duplicate],
         metrics=figures(FIGURES, values, notes),
         sections=[
-            phase_section(
+            inprocess.phase_section(
                 f"Where a fresh notification spends its time ({iterations}, in-process)",
                 "One notification at a time through Django's test client in the bench process. "
                 "Wall time inside the view's functions, wrapped in the bench process (the app is "
@@ -236,8 +232,8 @@ def run(ctx: BenchContext) -> SuiteResult:
                 nested=[SETTLE, ENQUEUE],
                 rest="rest (Django and DRF request handling, rendering)",
             ),
-            sql_section("SQL of one fresh notification", fresh_sql),
-            sql_section("SQL of one duplicate", duplicate_sql),
+            inprocess.sql_section("SQL of one fresh notification", fresh_sql),
+            inprocess.sql_section("SQL of one duplicate", duplicate_sql),
         ],
     )
 

@@ -50,6 +50,22 @@ class HttpRequest:
     expect_headers: Mapping[str, str] = field(default_factory=dict)
 
 
+def keyed_post(path: str, body: bytes, *, token: str, key: str, replayed: bool) -> HttpRequest:
+    """A POST with an Idempotency-Key, as the user whose token it is; its 2xx is the
+    expected kind when it says whether it was replayed as ``replayed`` says."""
+    return HttpRequest(
+        method="POST",
+        path=path,
+        body=body,
+        headers={
+            "Authorization": f"Token {token}",
+            "Content-Type": "application/json",
+            "Idempotency-Key": key,
+        },
+        expect_headers={"Idempotent-Replayed": "true" if replayed else "false"},
+    )
+
+
 # (client index, request number of that client) -> the next request, or None: done.
 RequestFactory = Callable[[int, int], HttpRequest | None]
 
@@ -185,35 +201,33 @@ def mean_counts(snapshots: Iterable[Iterable[tuple[str | None, str | None]]]) ->
     return {state: totals[state] / taken if taken else 0.0 for state in STATES}
 
 
-class SessionSampler(threading.Thread):
-    """Snapshots of the bench database's sessions, every SESSIONS_INTERVAL_S until stopped."""
+@dataclass
+class Sessions:
+    """Snapshots of the bench database's sessions (state, wait event type)."""
 
-    QUERY = """
-        SELECT state, wait_event_type FROM pg_stat_activity
-        WHERE datname = current_database() AND backend_type = 'client backend'
-          AND pid <> pg_backend_pid()"""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(name="bench-pg-sessions", daemon=True)
-        self.url, self.stop = url, threading.Event()
-        self.snapshots: list[list[tuple[str | None, str | None]]] = []
-
-    def run(self) -> None:
-        with psycopg.connect(libpq_uri(self.url), autocommit=True) as conn:
-            while not self.stop.wait(SESSIONS_INTERVAL_S):
-                self.snapshots.append(conn.execute(self.QUERY).fetchall())
+    snapshots: list[list[tuple[str | None, str | None]]] = field(default_factory=list)
 
     def means(self) -> dict[str, float]:
         return mean_counts(self.snapshots)
 
 
 @contextmanager
-def watch_sessions(url: str) -> Iterator[SessionSampler]:
-    """Sample the sessions while the block runs; read ``.means()`` afterwards."""
-    sampler = SessionSampler(url)
+def watch_sessions(url: str) -> Iterator[Sessions]:
+    """Sample the sessions every SESSIONS_INTERVAL_S while the block runs; read
+    ``.means()`` afterwards."""
+    sessions, stop = Sessions(), threading.Event()
+    query = """SELECT state, wait_event_type FROM pg_stat_activity WHERE datname =
+        current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()"""
+
+    def sample() -> None:
+        with psycopg.connect(libpq_uri(url), autocommit=True) as conn:
+            while not stop.wait(SESSIONS_INTERVAL_S):
+                sessions.snapshots.append(conn.execute(query).fetchall())
+
+    sampler = threading.Thread(target=sample, name="bench-pg-sessions", daemon=True)
     sampler.start()
     try:
-        yield sampler
+        yield sessions
     finally:
-        sampler.stop.set()
+        stop.set()
         sampler.join(timeout=5)

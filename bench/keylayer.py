@@ -19,7 +19,6 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import fmean
 
@@ -53,17 +52,9 @@ def order_poster(*, token: str, sku: str) -> Callable[[str], None]:
     )
 
 
-@dataclass(frozen=True)
-class ServiceTimes:
-    """Mean ms per request, one at a time in this process: no server, no concurrency."""
-
-    first_ms: float
-    layer_off_ms: float
-    replay_ms: float
-
-
-def service_times(order: Callable[[str], None], *, iterations: int) -> ServiceTimes:
-    """First-time creation with the layer on and off, and replays, in alternating rounds."""
+def service_times(order: Callable[[str], None], *, iterations: int) -> dict[str, float]:
+    """Mean ms per request by mode, one at a time in this process (no server, no
+    concurrency): first-time creation with the layer on and off, and replays."""
     from django.test import override_settings
 
     order(replay_key := str(uuid.uuid4()))
@@ -77,7 +68,7 @@ def service_times(order: Callable[[str], None], *, iterations: int) -> ServiceTi
 
             with override_settings(IDEMPOTENCY_ENABLED=mode != "off"):
                 times[mode].append(ms_per_call(one, per_round))
-    return ServiceTimes(*(fmean(times[mode]) for mode in MODES))
+    return {mode: fmean(times[mode]) for mode in MODES}
 
 
 def _prepare() -> Callable[[str], None]:
@@ -115,15 +106,6 @@ def run_counted(count: int) -> None:
     sys.stdin.readline()
 
 
-@dataclass(frozen=True)
-class Instructions:
-    """Instructions per request (thousands), counted by valgrind's callgrind."""
-
-    layer_on: float
-    layer_off: float
-    replay: float
-
-
 def _dump_total(path: Path) -> int:
     for line in path.read_text().splitlines():
         if line.startswith(("totals:", "summary:")):
@@ -133,8 +115,9 @@ def _dump_total(path: Path) -> int:
 
 def instructions_per_request(
     *, database_url: str, redis_url: str, requests: int = CALLGRIND_REQUESTS
-) -> Instructions:
-    """Run ``run_counted`` under callgrind; dump the counters between the modes."""
+) -> dict[str, float]:
+    """Thousands of instructions per request by mode: ``run_counted`` under callgrind,
+    the counters dumped between the modes."""
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url}
     counted = [sys.executable, "-m", "bench.keylayer", "--counted", "--requests", str(requests)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,7 +161,7 @@ def instructions_per_request(
         finally:
             child.stdin.close()
             child.wait(timeout=120)
-    return Instructions(*(totals[mode] / requests / 1e3 for mode in MODES))
+    return {mode: totals[mode] / requests / 1e3 for mode in MODES}
 
 
 def main(argv: list[str]) -> int:
@@ -193,14 +176,15 @@ def main(argv: list[str]) -> int:
         counted = instructions_per_request(
             database_url=args.database_url, redis_url=args.redis_url, requests=args.requests
         )
-        print(json.dumps(asdict(counted)))
+        keys = {"on": "layer_on", "off": "layer_off", "replay": "replay"}
+        print(json.dumps({keys[mode]: value for mode, value in counted.items()}))
         return 0
     setup_django(database_url=args.database_url, redis_url=args.redis_url)
     if args.counted:
         run_counted(args.requests)
         return 0
     times = service_times(_prepare(), iterations=args.requests)
-    print(json.dumps({**asdict(times), "on/off": round(times.layer_off_ms / times.first_ms, 3)}))
+    print(json.dumps({**times, "on/off": round(times["off"] / times["on"], 3)}))
     return 0
 
 

@@ -28,7 +28,7 @@ from bench.appserver import Server
 from bench.context import BenchContext, Section, Suite, SuiteResult
 from bench.database import libpq_uri
 from bench.fixtures import PRICE, STOCK, seed_product
-from bench.harness import HttpRequest, RequestFactory, drive, watch_sessions
+from bench.harness import HttpRequest, RequestFactory, drive, keyed_post, watch_sessions
 from bench.inprocess import count_queries, sql_section
 from bench.markdown import fmt, table
 from bench.stats import Figure, Metric, Sample, Target, Throughput, figures, ratio, summarize
@@ -93,39 +93,23 @@ HOT_NOTE = (
 
 
 def order_request(*, token: str, key: str, sku: str, replayed: bool) -> HttpRequest:
-    return HttpRequest(
-        method="POST",
-        path=PATH,
-        body=keylayer.order_body(sku).encode(),
-        headers={
-            "Authorization": f"Token {token}",
-            "Content-Type": "application/json",
-            "Idempotency-Key": key,
-        },
-        expect_headers={"Idempotent-Replayed": "true" if replayed else "false"},
-    )
+    body = keylayer.order_body(sku).encode()
+    return keyed_post(PATH, body, token=token, key=key, replayed=replayed)
 
 
-def client_sku(skus: list[str], client: int) -> str:
-    """The SKU client ``client`` buys: its own when there are enough, else shared."""
-    return skus[client % len(skus)]
+def order_requests(
+    token: str, skus: list[str], keys: list[list[str]] | None = None, *, replayed: bool = False
+) -> Callable[[int, int], HttpRequest]:
+    """Client i buys ``skus[i]`` (all the same one when there is one SKU), with a new
+    high-entropy key each time, as a client should, or with its own ``keys`` in turn,
+    round and round (a replay re-sends them: same key, same body)."""
 
+    def factory(client: int, n: int) -> HttpRequest:
+        key = keys[client][n % len(keys[client])] if keys else str(uuid.uuid4())
+        sku = skus[client % len(skus)]
+        return order_request(token=token, key=key, sku=sku, replayed=replayed)
 
-def fresh_keys(token: str, skus: list[str]) -> RequestFactory:
-    """Every request a new order: a new high-entropy key each time, as a client should."""
-    return lambda client, _n: order_request(
-        token=token, key=str(uuid.uuid4()), sku=client_sku(skus, client), replayed=False
-    )
-
-
-def replays(token: str, skus: list[str], keys: list[list[str]]) -> RequestFactory:
-    """Client i re-sends its own finished keys (same body: same SKU), round and round."""
-    return lambda client, n: order_request(
-        token=token,
-        key=keys[client][n % len(keys[client])],
-        sku=client_sku(skus, client),
-        replayed=True,
-    )
+    return factory
 
 
 def key_reads(token: str, keys: list[list[str]]) -> RequestFactory:
@@ -141,15 +125,12 @@ def precreate(ctx: BenchContext, server: Server, skus: list[str]) -> list[list[s
     """Create the orders the replay scenario re-sends; refuse to go on if any failed."""
     per_client = REPLAY_KEYS_PER_CLIENT_QUICK if ctx.options.quick else REPLAY_KEYS_PER_CLIENT
     keys = [[str(uuid.uuid4()) for _ in range(per_client)] for _ in range(ctx.options.clients)]
-
-    def factory(client: int, n: int) -> HttpRequest | None:
-        if n >= per_client:
-            return None
-        sku = client_sku(skus, client)
-        return order_request(token=ctx.token, key=keys[client][n], sku=sku, replayed=False)
-
+    orders = order_requests(ctx.token, skus, keys)
     run = drive(
-        port=server.port, factory=factory, clients=ctx.options.clients, seconds=PRECREATE_LIMIT_S
+        port=server.port,
+        factory=lambda client, n: orders(client, n) if n < per_client else None,
+        clients=ctx.options.clients,
+        seconds=PRECREATE_LIMIT_S,
     )
     created, wanted = sum(1 for s in run.samples if s.status == 201), per_client * len(keys)
     if created != wanted:
@@ -180,11 +161,11 @@ def http_scenarios(ctx: BenchContext, spread: list[str]) -> dict[str, Throughput
                 hot,
             ),
         ):
-            figures[key] = ctx.measure(server, name, label, fresh_keys(token, skus))
+            figures[key] = ctx.measure(server, name, label, order_requests(token, skus))
         keys = precreate(ctx, on, spread)
         label = "orders: replay (same key again)"
         figures["replay"] = ctx.measure(
-            on, "order_create_replay", label, replays(token, spread, keys)
+            on, "order_create_replay", label, order_requests(token, spread, keys, replayed=True)
         )
         label = "framework floor: GET /api/v1/idempotency-keys/{key}/"
         figures["floor"] = ctx.measure(on, "framework_floor", label, key_reads(token, keys))
@@ -393,29 +374,22 @@ LAYERS: Sequence[tuple[str, str]] = (
 )
 
 
-@dataclass(frozen=True)
-class Step:
-    """A named function whose inclusive time is worth reporting."""
-
-    label: str
-    function: str
-    path_fragment: str
+# A named function whose inclusive time is worth reporting: (label, function, path fragment).
+Step = tuple[str, str, str]
 
 
 # In request order; "-" marks the steps inside the atomic phase.
-STEPS = (
-    Step("DRF view, whole (APIView.dispatch)", "dispatch", "rest_framework/views.py"),
-    Step(
-        "authentication (TokenAuthentication)", "authenticate", "rest_framework/authentication.py"
-    ),
-    Step("throttle (UserRateThrottle, Redis)", "allow_request", "rest_framework/throttling.py"),
-    Step("body validation (InputSerializer)", "is_valid", "rest_framework/serializers.py"),
-    Step("key lookup (idempotency.core._acquire)", "_acquire", "idempotency/core.py"),
-    Step("atomic phase (idempotency.core.atomic_phase)", "atomic_phase", "idempotency/core.py"),
-    Step("- order_create service", "order_create", "orders/services.py"),
-    Step("- response body (OrderOutputSerializer.data)", "data", "rest_framework/serializers.py"),
-    Step("- transaction exits (savepoints, COMMIT)", "__exit__", "django/db/transaction.py"),
-    Step("response rendering (JSONRenderer)", "render", "rest_framework/renderers.py"),
+STEPS: tuple[Step, ...] = (
+    ("DRF view, whole (APIView.dispatch)", "dispatch", "rest_framework/views.py"),
+    ("authentication (TokenAuthentication)", "authenticate", "rest_framework/authentication.py"),
+    ("throttle (UserRateThrottle, Redis)", "allow_request", "rest_framework/throttling.py"),
+    ("body validation (InputSerializer)", "is_valid", "rest_framework/serializers.py"),
+    ("key lookup (idempotency.core._acquire)", "_acquire", "idempotency/core.py"),
+    ("atomic phase (idempotency.core.atomic_phase)", "atomic_phase", "idempotency/core.py"),
+    ("- order_create service", "order_create", "orders/services.py"),
+    ("- response body (OrderOutputSerializer.data)", "data", "rest_framework/serializers.py"),
+    ("- transaction exits (savepoints, COMMIT)", "__exit__", "django/db/transaction.py"),
+    ("response rendering (JSONRenderer)", "render", "rest_framework/renderers.py"),
 )
 
 
@@ -450,9 +424,9 @@ def attribute(
     for stack, seconds in records:
         by_layer[layer_of(stack)] += seconds
         frames = [_frame_parts(frame) for frame in stack]
-        for step in steps:
-            if any(f == step.function and step.path_fragment in p for f, p in frames):
-                by_step[step.label] += seconds
+        for label, function, fragment in steps:
+            if any(f == function and fragment in p for f, p in frames):
+                by_step[label] += seconds
     total = sum(by_layer.values())
 
     def shares(times: dict[str, float]) -> list[Share]:
@@ -544,10 +518,10 @@ def run(ctx: BenchContext) -> SuiteResult:
     values = {
         "queries_first": first_sql.total,
         "queries_replay_beyond_auth": replay_sql.beyond_auth,
-        "ms_first": times.first_ms,
-        "ms_layer_off": times.layer_off_ms,
-        "ms_replay": times.replay_ms,
-        "layer_on_vs_off_single": ratio(times.layer_off_ms, times.first_ms),
+        "ms_first": times["on"],
+        "ms_layer_off": times["off"],
+        "ms_replay": times["replay"],
+        "layer_on_vs_off_single": ratio(times["off"], times["on"]),
     }
     notes = {**NOTES, "queries_replay_beyond_auth": f"{replay_sql.total} in all"}
     metrics = figures(FIGURES, values, notes)
@@ -556,10 +530,10 @@ def run(ctx: BenchContext) -> SuiteResult:
             database_url=ctx.database_url, redis_url=ctx.redis_url
         )
         values = {
-            "kinstr_first": counted.layer_on,
-            "kinstr_layer_off": counted.layer_off,
-            "kinstr_replay": counted.replay,
-            "layer_on_vs_off_instructions": ratio(counted.layer_off, counted.layer_on),
+            "kinstr_first": counted["on"],
+            "kinstr_layer_off": counted["off"],
+            "kinstr_replay": counted["replay"],
+            "layer_on_vs_off_instructions": ratio(counted["off"], counted["on"]),
         }
         metrics += figures(INSTRUCTIONS, values, notes)
     else:

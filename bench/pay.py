@@ -24,19 +24,10 @@ from celery.app.task import Task
 from django.conf import settings
 from django.test import Client, override_settings
 
-from bench import ROOT, fixtures
+from bench import ROOT, fixtures, inprocess
 from bench.appserver import HOST, Server, tree_cpu_seconds
 from bench.context import BenchContext, Section, Suite, SuiteResult
-from bench.harness import HttpRequest, RequestFactory
-from bench.inprocess import (
-    Probe,
-    count_queries,
-    ms_per_call,
-    phase_section,
-    post,
-    sql_section,
-    time_phases,
-)
+from bench.harness import HttpRequest, RequestFactory, keyed_post
 from bench.markdown import fmt
 from bench.reconcile_pass import sandbox_provider
 from bench.stats import Figure, Target, Throughput, figures, ratio
@@ -136,17 +127,8 @@ class Plan:
         self.sent = [[] for _ in self.payers]
 
     def request(self, client: int, number: str, key: str, *, replayed: bool) -> HttpRequest:
-        return HttpRequest(
-            method="POST",
-            path=f"/api/v1/orders/{number}/{self.action}/",
-            body=BODIES[self.action],
-            headers={
-                "Authorization": f"Token {self.payers[client].token}",
-                "Content-Type": "application/json",
-                "Idempotency-Key": key,
-            },
-            expect_headers={"Idempotent-Replayed": "true" if replayed else "false"},
-        )
+        path, token = f"/api/v1/orders/{number}/{self.action}/", self.payers[client].token
+        return keyed_post(path, BODIES[self.action], token=token, key=key, replayed=replayed)
 
     def fresh(self) -> RequestFactory:
         """Each client its next order with a new key; None when it has none left."""
@@ -206,26 +188,26 @@ def in_process(
     def pay(number: str, key: str) -> None:
         with override_settings(PROVIDER_BASE_URL=f"http://{HOST}:{provider.port}/sandbox"):
             path = f"/api/v1/orders/{number}/pay/"
-            post(client, path, BODIES["pay"], {**headers, "Idempotency-Key": key}, 200)
+            inprocess.post(client, path, BODIES["pay"], {**headers, "Idempotency-Key": key}, 200)
 
     pay(next(numbers), str(uuid.uuid4()))  # connection open, caches filled
     number, key = next(numbers), str(uuid.uuid4())
-    pay_sql = count_queries(lambda: pay(number, key))
-    replay_sql = count_queries(lambda: pay(number, key))
+    pay_sql = inprocess.count_queries(lambda: pay(number, key))
+    replay_sql = inprocess.count_queries(lambda: pay(number, key))
     probes = [
-        Probe(flows, "atomic_phase", _pay_phase),
-        Probe(flows, "_ask_provider", _ASK),
-        Probe(SandboxProvider, "charge", PROVIDER_CALL),
+        inprocess.Probe(flows, "atomic_phase", _pay_phase),
+        inprocess.Probe(flows, "_ask_provider", _ASK),
+        inprocess.Probe(SandboxProvider, "charge", PROVIDER_CALL),
         # Every task's apply_async; in this process only fulfil_order is sent (the
         # sandbox's notification tasks are sent by the gunicorn that serves it).
-        Probe(Task, "apply_async", ENQUEUE),
+        inprocess.Probe(Task, "apply_async", ENQUEUE),
     ]
-    timed = time_phases(lambda: pay(next(numbers), str(uuid.uuid4())), iterations, probes)
+    timed = inprocess.time_phases(lambda: pay(next(numbers), str(uuid.uuid4())), iterations, probes)
     asked = timed.seconds.pop(_ASK, 0.0)
     timed.seconds[ATTEMPT_READ] = asked - timed.seconds.get(PROVIDER_CALL, 0.0)
     number, key = next(numbers), str(uuid.uuid4())
     pay(number, key)
-    replay_ms = ms_per_call(lambda: pay(number, key), iterations)
+    replay_ms = inprocess.ms_per_call(lambda: pay(number, key), iterations)
 
     # The sandbox's side of a charge, called in this process so its statements can
     # be counted: what the provider round trip of a pay contains besides HTTP.
@@ -242,12 +224,12 @@ def in_process(
             "notify_url": f"{never}/api/v1/callbacks/sandbox/",  # never delivered
         }
         idempotency = {**bearer, "Idempotency-Key": f"onceshop-{out_trade_no}"}
-        post(sandbox, "/sandbox/v1/charges", body, idempotency, 200)
+        inprocess.post(sandbox, "/sandbox/v1/charges", body, idempotency, 200)
 
     with override_settings(SANDBOX_WALLET_START=WALLET_START, SANDBOX_NOTIFY_URLS=[never]):
         charge()  # the wallet is created on first use: not what a charge usually costs
-        sandbox_sql = count_queries(charge)
-        sandbox_ms = ms_per_call(charge, iterations)
+        sandbox_sql = inprocess.count_queries(charge)
+        sandbox_ms = inprocess.ms_per_call(charge, iterations)
 
     # The cheapest provider call there is: a query for an unknown attempt (404, one
     # indexed lookup at the sandbox), with a new client each time and with one kept,
@@ -261,8 +243,8 @@ def in_process(
         return sandbox_provider(provider.port).query(out_trade_no=missing)
 
     for _ in range(2):
-        new_ms.append(ms_per_call(on_a_new_connection, per_round))
-        kept_ms.append(ms_per_call(lambda: kept.query(out_trade_no=missing), per_round))
+        new_ms.append(inprocess.ms_per_call(on_a_new_connection, per_round))
+        kept_ms.append(inprocess.ms_per_call(lambda: kept.query(out_trade_no=missing), per_round))
     kept.session.close()
 
     pinned = pinned_constant(QUERY_BUDGET_TEST.read_text(), "PAY_QUERIES")
@@ -285,7 +267,7 @@ def in_process(
         "ms_provider_call_kept_connection": fmean(kept_ms),
     }
     sections = [
-        phase_section(
+        inprocess.phase_section(
             f"Where one pay spends its time ({iterations} pays, in-process)",
             intro,
             timed,
@@ -293,8 +275,8 @@ def in_process(
             nested=[ENQUEUE],
             rest="rest (auth, throttle, key lookup, DRF, rendering)",
         ),
-        sql_section("SQL of one pay (shop side)", pay_sql),
-        sql_section("SQL of one sandbox charge (provider side)", sandbox_sql),
+        inprocess.sql_section("SQL of one pay (shop side)", pay_sql),
+        inprocess.sql_section("SQL of one sandbox charge (provider side)", sandbox_sql),
     ]
     return values, f"{match} PAY_QUERIES", sections
 

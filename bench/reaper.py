@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
 
 from bench.context import BenchContext, Section, Suite, SuiteResult
 from bench.markdown import table
 from bench.standalone import standalone
-from bench.stats import Metric, Target
+from bench.stats import Figure, Target, figures
 
 EXPIRED, QUICK_EXPIRED = 1_000_000, 100_000
 # Kept whatever happens: inside the window, and unfinished past it.
@@ -31,7 +30,7 @@ SEED_CHUNK = 100_000
 # A batch is one short transaction. A request that needs one of its rows waits at
 # most that long: a fraction of DATABASE_LOCK_TIMEOUT_MS (5 s), and no stall a
 # customer would notice, even on a busy 2-core machine.
-LONGEST_BATCH_TARGET = Target("<=", 250)
+LONGEST = Target("<=", 250)
 STANDALONE_DATABASE = "onceshop_bench_reaper"
 
 _SEED_SQL = """
@@ -65,20 +64,12 @@ def seed(*, user_id: int, expired: int) -> None:
         ("unfinished-", "payment_created", None, "", old, None, UNFINISHED),
     ]
     with connection.cursor() as cursor:
-        for prefix, point, status, response, at, finished, count in batches:
+        fields = ("prefix", "point", "status", "body", "at", "finished")
+        for *batch, count in batches:
+            named = dict(zip(fields, batch, strict=True))
             for start in range(1, count + 1, SEED_CHUNK):
-                params: dict[str, Any] = {
-                    "user": user_id,
-                    "prefix": prefix,
-                    "point": point,
-                    "status": status,
-                    "body": response,
-                    "at": at,
-                    "finished": finished,
-                    "start": start,
-                    "stop": min(count, start + SEED_CHUNK - 1),
-                }
-                cursor.execute(_SEED_SQL, params)
+                stop = min(count, start + SEED_CHUNK - 1)
+                cursor.execute(_SEED_SQL, {**named, "user": user_id, "start": start, "stop": stop})
         # Fresh statistics: the planner must know the table is big (as it would be).
         cursor.execute("ANALYZE idempotency_idempotencykey")
 
@@ -100,48 +91,30 @@ def run_sized(ctx: BenchContext, *, expired: int) -> SuiteResult:
     unfinished_kept = left.exclude(recovery_point=RecoveryPoint.FINISHED).count()
     if (reaped.deleted, fresh_kept, unfinished_kept) != (expired, FRESH, UNFINISHED):
         raise RuntimeError(f"the reaper deleted the wrong rows: {reaped}, {left.count()} left")
+    specs: list[Figure] = [
+        ("reaper_rows_per_s", f"rows/s, reaping {expired:,} expired records", "", None),
+        ("reaper_longest_batch_ms", "longest single batch (transaction, lock held)", "ms", LONGEST),
+        ("reaper_mean_batch_ms", "mean batch", "ms", None),
+    ]
+    values = {
+        "reaper_rows_per_s": reaped.deleted / seconds,
+        "reaper_longest_batch_ms": reaped.longest_batch_s * 1000,
+        "reaper_mean_batch_ms": seconds * 1000 / reaped.batches,
+    }
+    notes = {
+        "reaper_rows_per_s": f"{reaped.deleted:,} in {seconds:.1f} s",
+        "reaper_mean_batch_ms": f"{reaped.batches:,} batches of up to 1,000 (the last one partial)",
+    }
+    kept = [
+        ["expired (finished past the window)", f"{expired:,}", "0"],
+        ["fresh (inside the window)", f"{FRESH:,}", f"{fresh_kept:,}"],
+        ["unfinished, as old as the expired", f"{UNFINISHED:,}", f"{unfinished_kept:,}"],
+    ]
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        metrics=[
-            Metric(
-                "reaper_rows_per_s",
-                f"rows/s, reaping {expired:,} expired records",
-                reaped.deleted / seconds,
-                note=f"{reaped.deleted:,} in {seconds:.1f} s",
-            ),
-            Metric(
-                "reaper_longest_batch_ms",
-                "longest single batch (transaction, lock held)",
-                reaped.longest_batch_s * 1000,
-                "ms",
-                LONGEST_BATCH_TARGET,
-            ),
-            Metric(
-                "reaper_mean_batch_ms",
-                "mean batch",
-                seconds * 1000 / reaped.batches,
-                "ms",
-                note=f"{reaped.batches:,} batches of up to 1,000 (the last one partial)",
-            ),
-        ],
-        sections=[
-            Section(
-                "What the reaper kept",
-                table(
-                    ["records", "seeded", "left"],
-                    [
-                        ["expired (finished past the window)", f"{expired:,}", "0"],
-                        ["fresh (inside the window)", f"{FRESH:,}", f"{fresh_kept:,}"],
-                        [
-                            "unfinished, as old as the expired",
-                            f"{UNFINISHED:,}",
-                            f"{unfinished_kept:,}",
-                        ],
-                    ],
-                ),
-            )
-        ],
+        metrics=figures(specs, values, notes),
+        sections=[Section("What the reaper kept", table(["records", "seeded", "left"], kept))],
     )
 
 

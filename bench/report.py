@@ -56,14 +56,10 @@ def load_average() -> str:
 
 def _proc_field(path: str, name: str) -> str:
     try:
-        with open(path) as lines:
-            for line in lines:
-                key, _, value = line.partition(":")
-                if key.strip() == name:
-                    return value.strip()
+        fields = [line.partition(":") for line in Path(path).read_text().splitlines()]
     except OSError:
-        pass
-    return "unknown"
+        return "unknown"
+    return next((value.strip() for key, _, value in fields if key.strip() == name), "unknown")
 
 
 def machine_info(postgres_version: str) -> Machine:

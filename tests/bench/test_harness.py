@@ -19,6 +19,7 @@ import pytest
 from bench import appserver, callbacks, database, fixtures, harness, keylayer, orders, pay
 from bench.context import Section, SuiteResult, parse_options
 from bench.fixtures import Attempt, Payer
+from bench.harness import HttpRequest
 from bench.inprocess import Probe, Stopwatch, phase_rows
 from bench.markdown import table
 from bench.orders import OrderFixture, Step, attribute, layer_of, order_create_script
@@ -315,7 +316,7 @@ def test_time_goes_to_the_innermost_frame_outside_the_standard_library():
         frame("wait", f"{site}/psycopg/x.py"),
     ]
     redis_stack = [frame("get", f"{site}/redis/client.py"), stdlib_socket]
-    steps = [Step("wait", "wait", "psycopg/")]
+    steps: list[Step] = [("wait", "wait", "psycopg/")]
 
     by_layer, by_step = attribute([(db_stack, 0.003), (redis_stack, 0.001)], steps)
 
@@ -534,8 +535,19 @@ def test_callback_clients_take_notifications_from_one_pool_until_it_is_empty():
 def test_order_clients_spread_over_the_catalogue_or_share_the_hot_product():
     spread = [f"BENCH-{i}" for i in range(1, 17)]
 
-    assert [orders.client_sku(spread, client) for client in (0, 15)] == ["BENCH-1", "BENCH-16"]
-    assert {orders.client_sku(["BENCH-HOT"], client) for client in range(16)} == {"BENCH-HOT"}
+    spread_orders, hot_orders = (
+        orders.order_requests("t", spread),
+        orders.order_requests("t", ["BENCH-HOT"]),
+    )
+
+    def sku(request: HttpRequest) -> str:
+        return json.loads(request.body)["lines"][0]["sku"]
+
+    assert [sku(spread_orders(client, 0)) for client in (0, 15)] == ["BENCH-1", "BENCH-16"]
+    assert {sku(hot_orders(client, 0)) for client in range(16)} == {"BENCH-HOT"}
+    replays = orders.order_requests("t", spread, [["k1", "k2"]] * 16, replayed=True)
+    assert [replays(3, n).headers["Idempotency-Key"] for n in range(3)] == ["k1", "k2", "k1"]
+    assert replays(3, 0).expect_headers == {"Idempotent-Replayed": "true"}
     assert json.loads(keylayer.order_body("BENCH-3")) == {
         "lines": [{"sku": "BENCH-3", "quantity": 1}]
     }
