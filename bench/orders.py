@@ -31,7 +31,7 @@ from bench.fixtures import PRICE, STOCK, seed_product
 from bench.harness import HttpRequest, RequestFactory, drive, keyed_post, watch_sessions
 from bench.inprocess import count_queries, sql_section
 from bench.markdown import fmt, table
-from bench.stats import Figure, Metric, Sample, Target, Throughput, figures, ratio, summarize
+from bench.stats import Figure, Sample, Target, Throughput, figures, ratio, summarize
 from orders.models import Product
 
 PATH = keylayer.PATH
@@ -71,7 +71,11 @@ INSTRUCTIONS: tuple[Figure, ...] = (
     ("kinstr_replay", "k instructions per replay", "", None),
     ("layer_on_vs_off_instructions", "key layer on / off, instructions", "x", OVERHEAD_TARGET),
 )
+NO_VALGRIND: tuple[Figure, ...] = (("instructions", "instructions per request", "", None),)
+STOCK_LEFT: Figure = ("stock_left", f"least stock left of {STOCK:,}", "", None)
 NOTES = {
+    "instructions": "no valgrind",
+    "stock_left": "never runs out",
     "layer_on_vs_off": "overhead = 1 - value",
     "first_vs_floor": "the floor: same auth and throttle, one indexed read",
     "first_vs_raw_sql": "share of the ceiling the app reaches",
@@ -87,9 +91,6 @@ HOT_NOTE = (
     "conditional stock UPDATE and holds it until COMMIT, so the 16 clients' transactions "
     "queue on that lock (see PG lock wait) and finish one at a time."
 )
-
-
-# --- Requests ---------------------------------------------------------------------------
 
 
 def order_request(*, token: str, key: str, sku: str, replayed: bool) -> HttpRequest:
@@ -136,9 +137,6 @@ def precreate(ctx: BenchContext, server: Server, skus: list[str]) -> list[list[s
     if created != wanted:
         raise RuntimeError(f"pre-creating replay keys: {created} orders created of {wanted}")
     return keys
-
-
-# --- HTTP scenarios -------------------------------------------------------------------------
 
 
 def http_scenarios(ctx: BenchContext, spread: list[str]) -> dict[str, Throughput]:
@@ -484,17 +482,6 @@ def profile_section(call: Callable[[], object], *, iterations: int, out_path: Pa
     )
 
 
-# --- Figures and the suite --------------------------------------------------------------------
-
-
-def http_metrics(http: dict[str, Throughput]) -> list[Metric]:
-    per_second = {key: throughput.per_second for key, throughput in http.items()}
-    return [
-        Metric(name, label, ratio(per_second[a], per_second[b]), "x", target, NOTES.get(name, ""))
-        for name, label, a, b, target in RATIOS
-    ]
-
-
 def run(ctx: BenchContext) -> SuiteResult:
     # One product per client, with consecutive ids (pgbench derives its product
     # from its client id), then the hot product.
@@ -505,60 +492,52 @@ def run(ctx: BenchContext) -> SuiteResult:
     seed_product(HOT_SKU)
     skus = [product.sku for product in spread]
     http = http_scenarios(ctx, skus)
-    http["raw"] = raw_sql(
-        ctx, OrderFixture(ctx.user_id, ids[0], len(ids), SKU_PREFIX, PRICE, "CNY")
-    )
+    fixture = OrderFixture(ctx.user_id, ids[0], len(ids), SKU_PREFIX, PRICE, "CNY")
+    http["raw"] = raw_sql(ctx, fixture)
+    per_second = {key: throughput.per_second for key, throughput in http.items()}
+    values = {name: ratio(per_second[a], per_second[b]) for name, _, a, b, _ in RATIOS}
 
     order = keylayer.order_poster(token=ctx.token, sku=skus[0])
     order(str(uuid.uuid4()))  # connection open, caches filled
     key = str(uuid.uuid4())
     first_sql, replay_sql = count_queries(lambda: order(key)), count_queries(lambda: order(key))
     iterations = ctx.options.profile_iterations
-    times = keylayer.service_times(order, iterations=iterations)
-    values = {
+    ms = keylayer.service_times(order, iterations=iterations)
+    values |= {
         "queries_first": first_sql.total,
         "queries_replay_beyond_auth": replay_sql.beyond_auth,
-        "ms_first": times["on"],
-        "ms_layer_off": times["off"],
-        "ms_replay": times["replay"],
-        "layer_on_vs_off_single": ratio(times["off"], times["on"]),
+        "ms_first": ms["on"],
+        "ms_layer_off": ms["off"],
+        "ms_replay": ms["replay"],
+        "layer_on_vs_off_single": ratio(ms["off"], ms["on"]),
+        "instructions": math.nan,
     }
-    notes = {**NOTES, "queries_replay_beyond_auth": f"{replay_sql.total} in all"}
-    metrics = figures(FIGURES, values, notes)
-    if shutil.which("valgrind") and shutil.which("callgrind_control"):
-        counted = keylayer.instructions_per_request(
+    counted = shutil.which("valgrind") and shutil.which("callgrind_control")
+    if counted:
+        k = keylayer.instructions_per_request(
             database_url=ctx.database_url, redis_url=ctx.redis_url
         )
-        values = {
-            "kinstr_first": counted["on"],
-            "kinstr_layer_off": counted["off"],
-            "kinstr_replay": counted["replay"],
-            "layer_on_vs_off_instructions": ratio(counted["off"], counted["on"]),
+        values |= {
+            "kinstr_first": k["on"],
+            "kinstr_layer_off": k["off"],
+            "kinstr_replay": k["replay"],
+            "layer_on_vs_off_instructions": ratio(k["off"], k["on"]),
         }
-        metrics += figures(INSTRUCTIONS, values, notes)
-    else:
-        metrics += [
-            Metric("instructions", "instructions per request", math.nan, note="no valgrind")
-        ]
     profiled = profile_section(
         lambda: order(str(uuid.uuid4())),
         iterations=iterations,
         out_path=ctx.out_dir / "profile-order-create.txt",
     )
-    stock_left = min(Product.objects.values_list("stock", flat=True))
+    values["stock_left"] = min(Product.objects.values_list("stock", flat=True))
+    specs = [(name, label, "x", target) for name, label, _, _, target in RATIOS]
+    specs += [*FIGURES, *(INSTRUCTIONS if counted else NO_VALGRIND), STOCK_LEFT]
+    notes = {**NOTES, "queries_replay_beyond_auth": f"{replay_sql.total} in all"}
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        throughputs=[
-            http[k] for k in ("first", "replay", "off", "hot_first", "hot_off", "floor", "raw")
-        ],
-        metrics=[
-            *http_metrics(http),
-            *metrics,
-            Metric(
-                "stock_left", f"least stock left of {STOCK:,}", stock_left, note="never runs out"
-            ),
-        ],
+        throughputs=[http[k] for k in ("first", "replay", "off", "hot_first", "hot_off", "floor")]
+        + [http["raw"]],
+        metrics=figures(specs, values, notes),
         sections=[
             Section(title="Hot product (context)", markdown=HOT_NOTE),
             profiled,
