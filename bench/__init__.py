@@ -1,16 +1,12 @@
 """OnceShop's benchmarks: ``make bench`` (``python -m bench``); docs/benchmarks.md explains them.
 
-The harness: ``__main__`` (the command and its suites), ``standalone`` (setting
-up a run; one suite alone), ``context`` (what a suite gets and returns),
-``appserver`` (gunicorn as deployed), ``harness`` (keep-alive clients, the
-measured window, the database's sessions), ``inprocess`` (Django in this
-process: SQL counts, timings, phases), ``fixtures`` (rows the suites need),
-``database``, ``stats``, ``markdown`` and ``report``.
-
-One file per suite: ``orders``, ``pay``, ``callbacks``, ``peers``,
-``reconcile_pass``, ``statement``, ``reaper``; ``keylayer`` is the order suite's
-instruction counter (it runs under valgrind in a process of its own) and
-``peer_settings`` the peers' Django settings. Results go to ``bench/out/``.
+The harness: ``__main__`` (the command, the suites), ``standalone`` (setting up a
+run; one suite alone), ``context``, ``appserver`` (gunicorn as deployed),
+``harness`` (keep-alive clients, the measured window), ``inprocess`` (one request
+in this process), ``fixtures``, ``database``, ``stats``, ``markdown``, ``report``.
+One file per suite: ``orders`` (``keylayer``: its instruction counter, run under
+valgrind), ``pay``, ``callbacks``, ``peers`` (``peer_settings``), ``reconcile_pass``,
+``statement``, ``reaper``. Results go to ``bench/out/``.
 """
 
 import os

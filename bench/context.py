@@ -25,7 +25,8 @@ PROFILE_ITERATIONS, QUICK_PROFILE_ITERATIONS = 300, 30
 
 def parse_options(argv: list[str], environ: dict[str, str]) -> Options:
     """Options from the command line; ``BENCH_SECONDS`` overrides the measured period."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    description = "Run OnceShop's benchmarks and report (docs/benchmarks.md)."
+    parser = argparse.ArgumentParser(prog="python -m bench", description=description)
     parser.add_argument("--quick", action="store_true", help="2 s per scenario: a smoke run")
     parser.add_argument(
         "--suite", action="append", default=[], help="run only this suite (repeatable)"
@@ -66,11 +67,7 @@ class BenchContext:
 
     @property
     def drive(self) -> Drive:
-        return Drive(
-            clients=self.options.clients,
-            warmup_s=self.options.warmup_s,
-            measure_s=self.options.measure_s,
-        )
+        return Drive(self.options.clients, self.options.warmup_s, self.options.measure_s)
 
     @contextmanager
     def server(self, name: str, **env: str) -> Iterator[Server]:

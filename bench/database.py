@@ -1,9 +1,6 @@
-"""The bench's own database: derived from DATABASE_URL, recreated on every run.
-
-The bench never writes to the database the demo or the tests use. It creates
-``onceshop_bench`` on the same PostgreSQL server (a TCP URL or the embedded
-server's Unix-socket URL alike), drops it first if a previous run left it, and
-migrates it with ``manage.py migrate`` like any deployment would.
+"""The bench's own database, never the demo's or the tests': ``onceshop_bench`` on
+the server DATABASE_URL names (a TCP URL or the embedded server's Unix socket),
+recreated on every run and migrated with ``manage.py migrate`` like a deployment.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The peers: OnceShop's key layer against the packages a Django developer finds first.
 
-``python -m bench --suite peers`` (docs/benchmarks.md, "The peers"). The same
-order-creation endpoint, database, Redis and gunicorn; only what answers a retry
-changes: OnceShop's own layer, or, with that layer off, one package's middleware
-in front of the view (``bench/peer_settings.py``). The packages live in a
-virtualenv of their own, ``.var/peers``; the app never imports them.
-
-Per contender, 16 keep-alive clients (a user and a product each): first-time
-creation and replay; then 100 identical requests released together, counted in
-the database. With the layer off, OnceShop's unique (user, key) index on orders
-still sits under the view: a duplicate a package lets through is stopped there
-with 409 ``idempotency-key-reused``, so those 409s count what it let through.
-Last, client 0's finished key is sent by another user and with no credentials:
-a 2xx hands one customer's stored answer to someone else.
+The same order endpoint, database, Redis and gunicorn; only what answers a retry
+changes: OnceShop's layer, or, with it off, a package's middleware in front of the
+view (``bench/peer_settings.py``; the packages live in ``.var/peers``, never in the
+app). Per contender: first-time creation and replay (16 clients), 100 identical
+requests released together, counted in the database (with the layer off,
+OnceShop's unique (user, key) index on orders stops what a package lets through,
+with 409 ``idempotency-key-reused``), and a finished key sent by someone else.
 """
 
 from __future__ import annotations
