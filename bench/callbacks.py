@@ -152,40 +152,30 @@ def duplicate_notifications(plan: CallbackPlan) -> RequestFactory:
 def run(ctx: BenchContext) -> SuiteResult:
     seed_product(SKU)
     # One pool for all clients (see CallbackPlan): sized for the total rate.
-    total = rows_needed(
-        rate_bound=FRESH_RATE_BOUND_PER_S, seconds=ctx.options.warmup_s + ctx.options.measure_s
+    seconds = ctx.options.warmup_s + ctx.options.measure_s
+    pool = deque(
+        success_notices(ctx, rows_needed(rate_bound=FRESH_RATE_BOUND_PER_S, seconds=seconds))
     )
     secret = settings.SANDBOX_WEBHOOK_SECRET.split(",")[0].strip()  # what the server checks first
-    plan = CallbackPlan(
-        pool=deque(success_notices(ctx, total)), secret=secret, clients=ctx.options.clients
-    )
+    plan = CallbackPlan(pool=pool, secret=secret, clients=ctx.options.clients)
     iterations = QUICK_PHASE_ITERATIONS if ctx.options.quick else PHASE_ITERATIONS
     # In-process: a warm-up, the counted one (then re-sent as the counted duplicate),
     # then the timed ones.
     local = iter(success_notices(ctx, iterations + 2))
     with bench_queue(name=CALLBACK_QUEUE, redis_url=ctx.redis_url) as queue:
         with ctx.server("callbacks", CELERY_QUEUE=queue) as server:
-            fresh = ctx.measure(
-                server,
-                "callback_fresh",
-                "callbacks: fresh notification (applied)",
-                fresh_notifications(plan),
-            )
+            label = "callbacks: fresh notification (applied)"
+            fresh = ctx.measure(server, "callback_fresh", label, fresh_notifications(plan))
             duplicates = duplicate_notifications(plan)
             rows_before = ProviderNotification.objects.count()
-            duplicate = ctx.measure(
-                server,
-                "callback_duplicate",
-                "callbacks: duplicate (same notify_id again)",
-                duplicates,
-            )
+            label = "callbacks: duplicate (same notify_id again)"
+            duplicate = ctx.measure(server, "callback_duplicate", label, duplicates)
             written_by_duplicates = ProviderNotification.objects.count() - rows_before
         client = Client()
 
         def notify(notice: Notice) -> None:
-            inprocess.post(
-                client, PATH, notice.body, signed_headers(notice.body, secret=secret), 200
-            )
+            headers = signed_headers(notice.body, secret=secret)
+            inprocess.post(client, PATH, notice.body, headers, 200)
 
         notify(next(local))  # connection open, caches filled
         counted = next(local)
@@ -195,9 +185,7 @@ def run(ctx: BenchContext) -> SuiteResult:
             inprocess.Probe(SandboxProvider, "verify_notification", VERIFY),
             inprocess.Probe(api, "callback_ingest", INGEST),
             inprocess.Probe(services, "payment_settle", SETTLE),
-            inprocess.Probe(
-                Task, "apply_async", ENQUEUE
-            ),  # only fulfil_order is sent in this process
+            inprocess.Probe(Task, "apply_async", ENQUEUE),  # here, only fulfil_order's
         ]
         timed = inprocess.time_phases(lambda: notify(next(local)), iterations, probes)
         duplicate_ms = inprocess.ms_per_call(lambda: notify(counted), iterations)
