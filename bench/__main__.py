@@ -1,4 +1,4 @@
-"""``python -m bench`` (``make bench``): run the registered suites and report.
+"""``python -m bench`` (``make bench``): run the suites and report.
 
     python -m bench            # 2 s warm-up + 10 s measured per scenario
     python -m bench --quick    # 0.5 s + 2 s: a smoke run
@@ -16,38 +16,27 @@ import sys
 import time
 import traceback
 
-from bench import database, inprocess
-from bench.context import BenchContext, Options, SuiteResult, parse_options
-from bench.report import RunReport, load_average, machine_info, markdown, write
-from bench.standalone import OUT_DIR, service_urls
+from bench import inprocess
+from bench.context import BenchContext, Suite, SuiteResult, parse_options
+from bench.database import BENCH_DATABASE
+from bench.report import finish, markdown, write
+from bench.standalone import OUT_DIR, prepare
 
 
-def command_line(argv: list[str], environ: dict[str, str]) -> str:
-    prefix = f"BENCH_SECONDS={environ['BENCH_SECONDS']} " if environ.get("BENCH_SECONDS") else ""
-    return prefix + shlex.join(["python", "-m", "bench", *argv])
+def select(names: tuple[str, ...]) -> list[Suite]:
+    """The suites named (all of them when none is), in the order a run takes them.
+    Suites import Django models: call this only once Django is set up."""
+    from bench import callbacks, orders, pay, peers, reaper, reconcile_pass, statement
 
-
-def prepare(options: Options) -> BenchContext:
-    """A fresh, migrated bench database, Django set up on it, and the bench user."""
-    server_url, redis_url = service_urls()
-    print(f"bench: recreating and migrating {database.BENCH_DATABASE} ...", flush=True)
-    bench_url = database.recreate(server_url)
-    database.migrate(bench_url)
-    inprocess.setup_django(database_url=bench_url, redis_url=redis_url)
-    user_id, token = inprocess.create_bench_user()
-    return BenchContext(
-        options=options,
-        database_url=bench_url,
-        redis_url=redis_url,
-        out_dir=OUT_DIR,
-        user_id=user_id,
-        token=token,
-    )
+    # The two slow ones last: 10,000 unknown attempts, then a million expired keys.
+    modules = (orders, pay, callbacks, peers, reconcile_pass, statement, reaper)
+    suites = [module.SUITE for module in modules]
+    if unknown := sorted(set(names) - {suite.name for suite in suites}):
+        raise SystemExit(f"unknown suite(s) {unknown}; known: {sorted(s.name for s in suites)}")
+    return [suite for suite in suites if not names or suite.name in names]
 
 
 def run_suites(ctx: BenchContext) -> list[SuiteResult]:
-    from bench.suites import select  # imports Django models: only after setup
-
     results = []
     try:
         for suite in select(ctx.options.suites):
@@ -65,17 +54,14 @@ def run_suites(ctx: BenchContext) -> list[SuiteResult]:
 def main(argv: list[str]) -> int:
     started = time.monotonic()
     options = parse_options(argv, dict(os.environ))
-    OUT_DIR.mkdir(exist_ok=True)
-    ctx = prepare(options)
-    machine = machine_info(database.server_version(ctx.database_url))
-    results = run_suites(ctx)
-    report = RunReport(
-        command=command_line(argv, dict(os.environ)),
+    ctx, machine = prepare(BENCH_DATABASE, options)
+    seconds = f"BENCH_SECONDS={os.environ['BENCH_SECONDS']} " if os.getenv("BENCH_SECONDS") else ""
+    report = finish(
+        command=seconds + shlex.join(["python", "-m", "bench", *argv]),
         options=options,
         machine=machine,
-        suites=results,
-        wall_s=time.monotonic() - started,
-        load_average_after=load_average(),
+        suites=run_suites(ctx),
+        started=started,
     )
     md_path, json_path = write(report, OUT_DIR)
     print("\n" + markdown(report))

@@ -1,17 +1,9 @@
 """Provider notifications: what applying one costs, and what a duplicate costs.
 
-Scenarios, each with 16 keep-alive clients against gunicorn:
-
-* **fresh**: ``POST /api/v1/callbacks/sandbox/`` with a signed SUCCESS notification
-  for a PENDING attempt (pre-created in-process, each taken once from one pool): the
-  signature check, then one transaction with the notification row, the payment
-  (SUCCEEDED), the ledger entry and the order (PAID), and the fulfilment task
-  enqueued on commit;
-* **duplicate**: the same notifications sent again, as a provider's redelivery:
-  answered from the stored row after one indexed lookup, nothing written.
-
-Then, in-process (``bench/callbacks_inprocess.py``): the SQL of a fresh
-notification and of a duplicate, and where a fresh one spends its time.
+16 clients send signed SUCCESS notifications for pre-created PENDING attempts
+(each taken once from one pool), then the same again, as the provider's
+redelivery: a duplicate must cost one indexed lookup and write nothing. Then
+in-process: the SQL of each, and where a fresh one spends its time.
 """
 
 from __future__ import annotations
@@ -19,21 +11,21 @@ from __future__ import annotations
 import secrets
 import time
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from celery.app.task import Task
 from django.conf import settings
+from django.test import Client
 
-from bench import callbacks_inprocess
-from bench.callbacks_inprocess import InProcess
+from bench import inprocess
 from bench.context import BenchContext, Suite, SuiteResult
 from bench.fixtures import Attempt, bench_queue, pending_attempts, rows_needed, seed_product
-from bench.harness import HttpRequest, RequestFactory, measure
-from bench.orders_inprocess import sql_section
-from bench.stats import Metric, Target, Throughput, ratio
+from bench.harness import HttpRequest, RequestFactory
+from bench.stats import Figure, Target, figures, ratio
+from callbacks import api, services
 from callbacks.models import ProviderNotification
-from payments.providers.sandbox import SIGNATURE_HEADER, sign
+from payments.providers.sandbox import SIGNATURE_HEADER, SandboxProvider, sign
 from sandbox.delivery import encode_body
 
 PATH = "/api/v1/callbacks/sandbox/"
@@ -47,33 +39,30 @@ FRESH_RATE_BOUND_PER_S = 250.0
 PHASE_ITERATIONS, QUICK_PHASE_ITERATIONS = 100, 10
 # The Celery queue fulfilment tasks go to: no worker consumes it; deleted afterwards.
 CALLBACK_QUEUE = "onceshop-bench-callbacks"
-DUPLICATE_QUERY_TARGET = Target("<=", 1)  # one indexed lookup on notify_id
+FIGURES: tuple[Figure, ...] = (
+    ("duplicate_vs_fresh", "duplicate / fresh req/s", "x", None),
+    ("queries_callback_fresh", "SQL statements, fresh notification", "", None),
+    ("queries_callback_duplicate", "SQL statements, duplicate", "", Target("<=", 1)),
+    ("ms_callback_fresh", "ms per fresh notification (1 thread)", "ms", None),
+    ("ms_callback_duplicate", "ms per duplicate (1 thread)", "ms", None),
+    # What makes the figures trustworthy: nobody starved, every fresh one applied once.
+    ("callback_attempts_left", "pre-created attempts left unused", "", Target(">=", 1)),
+    ("callback_not_applied", "notifications stored but not applied", "", Target("<=", 0)),
+    ("callback_rows_by_duplicates", "notification rows written by duplicates", "", Target("<=", 0)),
+)
+
+VERIFY = "signature check and parse (verify_notification)"
+INGEST = "ingest: notify_id lookup, then one transaction up to COMMIT"
+SETTLE = "settle: payment SUCCEEDED, ledger entry, order PAID (payment_settle)"
+ENQUEUE = "fulfilment task enqueued on commit (Celery LPUSH to Redis)"
 
 
-# --- Notifications --------------------------------------------------------------------
-
-
-def signature_header(*, secret: str, timestamp: int, body: bytes) -> str:
-    """``Sandbox-Signature``: ``t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``."""
-    return f"t={timestamp},v1={sign(secret=secret, timestamp=timestamp, raw_body=body)}"
-
-
-def webhook_secret() -> str:
-    """The secret the server verifies with (the first, if several are configured)."""
-    return settings.SANDBOX_WEBHOOK_SECRET.split(",")[0].strip()
-
-
-def signed_headers(body: bytes, *, secret: str) -> Mapping[str, str]:
+def signed_headers(body: bytes, *, secret: str) -> dict[str, str]:
     """The headers of a delivery of ``body``, signed now: the sandbox signs every
     delivery attempt afresh (and a ``t`` older than 300 s is refused)."""
-    header = signature_header(secret=secret, timestamp=int(time.time()), body=body)
-    return {"Content-Type": "application/json", SIGNATURE_HEADER: header}
-
-
-def callback_request(body: bytes, *, secret: str) -> HttpRequest:
-    return HttpRequest(
-        method="POST", path=PATH, body=body, headers=signed_headers(body, secret=secret)
-    )
+    now = int(time.time())
+    signature = f"t={now},v1={sign(secret=secret, timestamp=now, raw_body=body)}"
+    return {"Content-Type": "application/json", SIGNATURE_HEADER: signature}
 
 
 @dataclass(frozen=True)
@@ -85,11 +74,8 @@ class Notice:
 
 
 def success_notice(attempt: Attempt, *, paid_at: datetime) -> Notice:
-    """A SUCCESS notification for ``attempt``, byte for byte as the sandbox sends one.
-
-    New ``notify_id`` and ``trade_no`` (the provider's references), shaped like the
-    sandbox's; compact sorted JSON (``sandbox.delivery.encode_body``, what it signs).
-    """
+    """A SUCCESS notification for ``attempt``, byte for byte as the sandbox sends one:
+    new provider references shaped like its own, compact sorted JSON (what it signs)."""
     notify_id = "N" + secrets.token_hex(12).upper()
     body = encode_body(
         {
@@ -103,6 +89,12 @@ def success_notice(attempt: Attempt, *, paid_at: datetime) -> Notice:
         }
     )
     return Notice(notify_id=notify_id, body=body)
+
+
+def success_notices(ctx: BenchContext, count: int) -> list[Notice]:
+    paid_at = datetime.now(UTC)
+    attempts = pending_attempts(user_id=ctx.user_id, sku=SKU, count=count)
+    return [success_notice(attempt, paid_at=paid_at) for attempt in attempts]
 
 
 @dataclass
@@ -125,6 +117,11 @@ class CallbackPlan:
         self.size = len(self.pool)
         self.sent = [[] for _ in range(self.clients)]
 
+    def request(self, notice: Notice) -> HttpRequest:
+        return HttpRequest(
+            "POST", PATH, notice.body, signed_headers(notice.body, secret=self.secret)
+        )
+
 
 def fresh_notifications(plan: CallbackPlan) -> RequestFactory:
     """Each request the next unused notification of the pool; None once it is empty."""
@@ -135,171 +132,98 @@ def fresh_notifications(plan: CallbackPlan) -> RequestFactory:
         except IndexError:
             return None
         plan.sent[client].append(notice)
-        return callback_request(notice.body, secret=plan.secret)
+        return plan.request(notice)
 
     return factory
 
 
-def taken_notifications(plan: CallbackPlan) -> list[list[Notice]]:
-    """Per client, the notifications the shop stored: re-sending them is a duplicate."""
+def duplicate_notifications(plan: CallbackPlan) -> RequestFactory:
+    """Client i re-sends those of its notifications the shop stored, round and round."""
     ids = [notice.notify_id for sent in plan.sent for notice in sent]
     stored = set(
         ProviderNotification.objects.filter(notify_id__in=ids).values_list("notify_id", flat=True)
     )
-    return [[notice for notice in sent if notice.notify_id in stored] for sent in plan.sent]
-
-
-def duplicate_notifications(plan: CallbackPlan) -> RequestFactory:
-    """Client i re-sends the notifications of its that were stored, round and round."""
-    taken = taken_notifications(plan)
+    taken = [[notice for notice in sent if notice.notify_id in stored] for sent in plan.sent]
     if not all(taken):
         raise RuntimeError("a client has no stored notification to duplicate")
-    return lambda client, n: callback_request(
-        taken[client][n % len(taken[client])].body, secret=plan.secret
-    )
-
-
-# --- The suite ----------------------------------------------------------------------
-
-
-def plan_notifications(ctx: BenchContext, *, count: int) -> CallbackPlan:
-    paid_at = datetime.now(UTC)
-    notices = [
-        success_notice(attempt, paid_at=paid_at)
-        for attempt in pending_attempts(user_id=ctx.user_id, sku=SKU, count=count)
-    ]
-    return CallbackPlan(pool=deque(notices), secret=webhook_secret(), clients=ctx.options.clients)
-
-
-@dataclass(frozen=True)
-class Scenarios:
-    fresh: Throughput
-    duplicate: Throughput
-    rows_written_by_duplicates: int
-
-
-def http_scenarios(ctx: BenchContext, plan: CallbackPlan, queue: str) -> Scenarios:
-    with ctx.server("callbacks", CELERY_QUEUE=queue) as server:
-        fresh = measure(
-            name="callback_fresh",
-            label="callbacks: fresh notification (applied)",
-            server=server,
-            factory=fresh_notifications(plan),
-            plan=ctx.drive,
-            database_url=ctx.database_url,
-        )
-        factory = duplicate_notifications(plan)
-        rows_before = ProviderNotification.objects.count()
-        duplicate = measure(
-            name="callback_duplicate",
-            label="callbacks: duplicate (same notify_id again)",
-            server=server,
-            factory=factory,
-            plan=ctx.drive,
-            database_url=ctx.database_url,
-        )
-        written = ProviderNotification.objects.count() - rows_before
-    return Scenarios(fresh=fresh, duplicate=duplicate, rows_written_by_duplicates=written)
+    return lambda client, n: plan.request(taken[client][n % len(taken[client])])
 
 
 def run(ctx: BenchContext) -> SuiteResult:
     seed_product(SKU)
     # One pool for all clients (see CallbackPlan): sized for the total rate.
-    total = rows_needed(
-        rate_bound=FRESH_RATE_BOUND_PER_S, seconds=ctx.options.warmup_s + ctx.options.measure_s
+    seconds = ctx.options.warmup_s + ctx.options.measure_s
+    pool = deque(
+        success_notices(ctx, rows_needed(rate_bound=FRESH_RATE_BOUND_PER_S, seconds=seconds))
     )
-    plan = plan_notifications(ctx, count=total)
+    secret = settings.SANDBOX_WEBHOOK_SECRET.split(",")[0].strip()  # what the server checks first
+    plan = CallbackPlan(pool=pool, secret=secret, clients=ctx.options.clients)
     iterations = QUICK_PHASE_ITERATIONS if ctx.options.quick else PHASE_ITERATIONS
-    # A warm-up, the counted one (and its duplicate), then the timed ones.
-    paid_at = datetime.now(UTC)
-    local_bodies = [
-        success_notice(attempt, paid_at=paid_at).body
-        for attempt in pending_attempts(user_id=ctx.user_id, sku=SKU, count=iterations + 2)
-    ]
+    # In-process: a warm-up, the counted one (then re-sent as the counted duplicate),
+    # then the timed ones.
+    local = iter(success_notices(ctx, iterations + 2))
     with bench_queue(name=CALLBACK_QUEUE, redis_url=ctx.redis_url) as queue:
-        scenarios = http_scenarios(ctx, plan, queue)
-        local = callbacks_inprocess.in_process(
-            local_bodies,
-            path=PATH,
-            signed=lambda body: signed_headers(body, secret=plan.secret),
-        )
+        with ctx.server("callbacks", CELERY_QUEUE=queue) as server:
+            label = "callbacks: fresh notification (applied)"
+            fresh = ctx.measure(server, "callback_fresh", label, fresh_notifications(plan))
+            duplicates = duplicate_notifications(plan)
+            rows_before = ProviderNotification.objects.count()
+            label = "callbacks: duplicate (same notify_id again)"
+            duplicate = ctx.measure(server, "callback_duplicate", label, duplicates)
+            written_by_duplicates = ProviderNotification.objects.count() - rows_before
+        client = Client()
+
+        def notify(notice: Notice) -> None:
+            headers = signed_headers(notice.body, secret=secret)
+            inprocess.post(client, PATH, notice.body, headers, 200)
+
+        notify(next(local))  # connection open, caches filled
+        counted = next(local)
+        fresh_sql = inprocess.count_queries(lambda: notify(counted))
+        duplicate_sql = inprocess.count_queries(lambda: notify(counted))
+        probes = [
+            inprocess.Probe(SandboxProvider, "verify_notification", VERIFY),
+            inprocess.Probe(api, "callback_ingest", INGEST),
+            inprocess.Probe(services, "payment_settle", SETTLE),
+            inprocess.Probe(Task, "apply_async", ENQUEUE),  # here, only fulfil_order's
+        ]
+        timed = inprocess.time_phases(lambda: notify(next(local)), iterations, probes)
+        duplicate_ms = inprocess.ms_per_call(lambda: notify(counted), iterations)
+    not_applied = ProviderNotification.objects.exclude(outcome=ProviderNotification.Outcome.APPLIED)
+    values = {
+        "duplicate_vs_fresh": ratio(duplicate.per_second, fresh.per_second),
+        "queries_callback_fresh": fresh_sql.total,
+        "queries_callback_duplicate": duplicate_sql.total,  # one indexed lookup on notify_id
+        "ms_callback_fresh": timed.ms_per_request,
+        "ms_callback_duplicate": duplicate_ms,
+        "callback_attempts_left": len(plan.pool),
+        "callback_not_applied": not_applied.count(),
+        "callback_rows_by_duplicates": written_by_duplicates,
+    }
+    notes = {
+        "queries_callback_duplicate": "the notify_id lookup",
+        "callback_attempts_left": f"of {plan.size}; 0: the pool ran dry before the window ended",
+    }
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        throughputs=[scenarios.fresh, scenarios.duplicate],
-        metrics=[
-            Metric(
-                "duplicate_vs_fresh",
-                "duplicate / fresh req/s",
-                ratio(scenarios.duplicate.per_second, scenarios.fresh.per_second),
-                "x",
-            ),
-            *inprocess_metrics(local),
-            *check_metrics(plan, scenarios),
-        ],
+        throughputs=[fresh, duplicate],
+        metrics=figures(FIGURES, values, notes),
         sections=[
-            callbacks_inprocess.phases_section(local.fresh),
-            sql_section("SQL of one fresh notification", local.fresh_sql),
-            sql_section("SQL of one duplicate", local.duplicate_sql),
+            inprocess.phase_section(
+                f"Where a fresh notification spends its time ({iterations}, in-process)",
+                "One notification at a time through Django's test client in the bench process. "
+                "Wall time inside the view's functions, wrapped in the bench process (the app is "
+                "unchanged); rows marked `-` lie inside the ingest above them.",
+                timed,
+                phases=[VERIFY, INGEST],
+                nested=[SETTLE, ENQUEUE],
+                rest="rest (Django and DRF request handling, rendering)",
+            ),
+            inprocess.sql_section("SQL of one fresh notification", fresh_sql),
+            inprocess.sql_section("SQL of one duplicate", duplicate_sql),
         ],
     )
-
-
-# --- Figures --------------------------------------------------------------------------
-
-
-def inprocess_metrics(local: InProcess) -> list[Metric]:
-    return [
-        Metric(
-            "queries_callback_fresh", "SQL statements, fresh notification", local.fresh_sql.total
-        ),
-        Metric(
-            "queries_callback_duplicate",
-            "SQL statements, duplicate",
-            local.duplicate_sql.total,
-            target=DUPLICATE_QUERY_TARGET,
-            note="the notify_id lookup",
-        ),
-        Metric(
-            "ms_callback_fresh",
-            "ms per fresh notification (1 thread)",
-            local.fresh.ms_per_request,
-            "ms",
-        ),
-        Metric("ms_callback_duplicate", "ms per duplicate (1 thread)", local.duplicate_ms, "ms"),
-    ]
-
-
-def not_applied() -> int:
-    """Stored notifications that did not settle their attempt: 0 in a sound run."""
-    return ProviderNotification.objects.exclude(
-        outcome=ProviderNotification.Outcome.APPLIED
-    ).count()
-
-
-def check_metrics(plan: CallbackPlan, scenarios: Scenarios) -> list[Metric]:
-    """What makes the figures trustworthy: nobody starved, every fresh one applied once."""
-    return [
-        Metric(
-            "callback_attempts_left",
-            "pre-created attempts left unused",
-            len(plan.pool),
-            target=Target(">=", 1),
-            note=f"of {plan.size}; 0: the pool ran dry before the window ended",
-        ),
-        Metric(
-            "callback_not_applied",
-            "notifications stored but not applied",
-            not_applied(),
-            target=Target("<=", 0),
-        ),
-        Metric(
-            "callback_rows_by_duplicates",
-            "notification rows written by duplicates",
-            scenarios.rows_written_by_duplicates,
-            target=Target("<=", 0),
-        ),
-    ]
 
 
 SUITE = Suite(

@@ -1,8 +1,8 @@
 """What every suite receives (options, bench database, bench user) and returns.
 
 A suite is one module exposing ``SUITE = Suite(name, title, run)``; ``run``
-takes a ``BenchContext`` and returns a ``SuiteResult``. The report renders any
-suite's result the same way, so adding a scenario never touches the report.
+takes a ``BenchContext`` and returns a ``SuiteResult``, which the report renders
+the same way for any suite.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.appserver import Server, app_env, gunicorn
-from bench.harness import Drive
+from bench.harness import Drive, RequestFactory, measure
 from bench.stats import Metric, Throughput
 
 DEFAULT_SECONDS, QUICK_SECONDS = 10.0, 2.0
@@ -25,7 +25,8 @@ PROFILE_ITERATIONS, QUICK_PROFILE_ITERATIONS = 300, 30
 
 def parse_options(argv: list[str], environ: dict[str, str]) -> Options:
     """Options from the command line; ``BENCH_SECONDS`` overrides the measured period."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    description = "Run OnceShop's benchmarks and report (docs/benchmarks.md)."
+    parser = argparse.ArgumentParser(prog="python -m bench", description=description)
     parser.add_argument("--quick", action="store_true", help="2 s per scenario: a smoke run")
     parser.add_argument(
         "--suite", action="append", default=[], help="run only this suite (repeatable)"
@@ -66,11 +67,7 @@ class BenchContext:
 
     @property
     def drive(self) -> Drive:
-        return Drive(
-            clients=self.options.clients,
-            warmup_s=self.options.warmup_s,
-            measure_s=self.options.measure_s,
-        )
+        return Drive(self.options.clients, self.options.warmup_s, self.options.measure_s)
 
     @contextmanager
     def server(self, name: str, **env: str) -> Iterator[Server]:
@@ -81,10 +78,21 @@ class BenchContext:
         with gunicorn(name=name, env=environment, log_dir=self.out_dir) as server:
             yield server
 
+    def measure(self, server: Server, name: str, label: str, factory: RequestFactory) -> Throughput:
+        """``harness.measure`` with this run's clients and periods, on the bench database."""
+        return measure(
+            name=name,
+            label=label,
+            server=server,
+            factory=factory,
+            plan=self.drive,
+            database_url=self.database_url,
+        )
+
 
 @dataclass(frozen=True)
 class Section:
-    """Free-form findings of a suite (Markdown), e.g. query lists or profile cost centres."""
+    """Free-form findings of a suite (Markdown): query lists, profile cost centres."""
 
     title: str
     markdown: str
@@ -101,7 +109,7 @@ class SuiteResult:
 
 @dataclass(frozen=True)
 class Suite:
-    """A registered group of scenarios (see ``bench/suites.py``)."""
+    """A group of scenarios, registered in ``bench/__main__.py``."""
 
     name: str
     title: str

@@ -1,9 +1,6 @@
-"""The bench's own database: derived from DATABASE_URL, recreated on every run.
-
-The bench never writes to the database the demo or the tests use. It creates
-``onceshop_bench`` on the same PostgreSQL server (a TCP URL or the embedded
-server's Unix-socket URL alike), drops it first if a previous run left it, and
-migrates it with ``manage.py migrate`` like any deployment would.
+"""The bench's own database, never the demo's or the tests': ``onceshop_bench`` on
+the server DATABASE_URL names (a TCP URL or the embedded server's Unix socket),
+recreated on every run and migrated with ``manage.py migrate`` like a deployment.
 """
 
 from __future__ import annotations
@@ -11,14 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import psycopg
 
+from bench import ROOT
+
 # BENCH_DATABASE picks another name: two checkouts benching against one server.
 BENCH_DATABASE = os.environ.get("BENCH_DATABASE") or "onceshop_bench"
-ROOT = Path(__file__).resolve().parent.parent
 # Migrating an empty database takes seconds; this only stops a hung server from
 # stalling the run forever.
 MIGRATE_TIMEOUT_S = 300
@@ -50,12 +47,18 @@ def maintenance_url(url: str, name: str = BENCH_DATABASE) -> str:
     return with_database(url, "postgres") if database_name(url) == name else url
 
 
-def recreate(server_url: str, name: str = BENCH_DATABASE) -> str:
-    """Drop and create database ``name`` (the bench's, or the lab's) on ``server_url``'s
-    server; return its URL."""
+def drop(server_url: str, name: str = BENCH_DATABASE) -> None:
+    """Drop database ``name`` on ``server_url``'s server, if it is there."""
     with psycopg.connect(libpq_uri(maintenance_url(server_url, name)), autocommit=True) as conn:
         # FORCE: a gunicorn left over from an interrupted run must not block the drop.
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def recreate(server_url: str, name: str = BENCH_DATABASE) -> str:
+    """Drop and create database ``name`` (the bench's, or the lab's) on ``server_url``'s
+    server; return its URL."""
+    drop(server_url, name)
+    with psycopg.connect(libpq_uri(maintenance_url(server_url, name)), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return with_database(server_url, name)
 

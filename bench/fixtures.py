@@ -1,9 +1,6 @@
-"""Rows and a queue the pay and callback suites set up in the bench process.
-
-Bench users (payers) with tokens, products, UNPAID orders made through
-``order_create`` (the production service, committed in batches), how many a
-scenario needs, and a Celery queue of the bench's own.
-"""
+"""Rows and a queue the suites set up in the bench process: bench users (payers)
+with tokens, products, UNPAID orders and PENDING attempts made by the production
+services, how many a scenario needs, and a Celery queue of the bench's own."""
 
 from __future__ import annotations
 
@@ -17,11 +14,13 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
+from orders.models import Product
 from orders.services import LineRequest, order_create, product_create
 from payments.services import payment_create
 
 PRICE = 1999
-# Far more than any run sells: no pre-creation ever meets out-of-stock.
+# Far more than any run sells (a few hundred orders a second for minutes): no
+# request or pre-creation ever meets out-of-stock.
 STOCK = 10**9
 # Pre-created rows are committed in batches of this many: the services run as in
 # production (nested atomics become savepoints), without one WAL flush per row.
@@ -49,8 +48,8 @@ def create_payers(*, prefix: str, count: int) -> list[Payer]:
     return payers
 
 
-def seed_product(sku: str) -> None:
-    product_create(sku=sku, name="Bench tea", price=PRICE, currency="CNY", stock=STOCK)
+def seed_product(sku: str) -> Product:
+    return product_create(sku=sku, name="Bench tea", price=PRICE, currency="CNY", stock=STOCK)
 
 
 def create_orders(*, user_id: int, sku: str, count: int) -> list[str]:

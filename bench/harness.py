@@ -4,6 +4,12 @@ The load generator is deliberately plain: one thread per client, each with one
 persistent ``http.client.HTTPConnection`` (HTTP/1.1 keep-alive), sending the
 next request as soon as the previous answer is read (a closed loop). No extra
 dependency, and nothing between the client and gunicorn but loopback TCP.
+
+Meanwhile a thread samples what the bench database's sessions do every 50 ms:
+under 16 clients the question is also whether requests queue in PostgreSQL. A
+session is **running** a statement, in **lock wait** (blocked on a lock another
+transaction holds: a hot row), **idle in transaction** (PostgreSQL waits for the
+app's next statement while the app holds its locks and Python runs), or **idle**.
 """
 
 from __future__ import annotations
@@ -11,12 +17,16 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from http.client import HTTPConnection, HTTPException
 
-from bench import pgsessions
+import psycopg
+
 from bench.appserver import HOST, Server, tree_cpu_seconds
+from bench.database import libpq_uri
 from bench.stats import Sample, Throughput, in_window, summarize
 
 # Far above any healthy answer (milliseconds); a stuck request fails the sample
@@ -25,6 +35,8 @@ REQUEST_TIMEOUT_S = 30.0
 # After a request that got no answer (server gone, connection refused), wait this
 # long before the next: a dead server must not turn the clients into a busy loop.
 ERROR_PAUSE_S = 0.05
+SESSIONS_INTERVAL_S = 0.05
+STATES = ("running", "lock wait", "idle in transaction", "idle")
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,22 @@ class HttpRequest:
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
     expect_headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def keyed_post(path: str, body: bytes, *, token: str, key: str, replayed: bool) -> HttpRequest:
+    """A POST with an Idempotency-Key, as the user whose token it is; its 2xx is the
+    expected kind when it says whether it was replayed as ``replayed`` says."""
+    return HttpRequest(
+        method="POST",
+        path=path,
+        body=body,
+        headers={
+            "Authorization": f"Token {token}",
+            "Content-Type": "application/json",
+            "Idempotency-Key": key,
+        },
+        expect_headers={"Idempotent-Replayed": "true" if replayed else "false"},
+    )
 
 
 # (client index, request number of that client) -> the next request, or None: done.
@@ -51,60 +79,6 @@ class Drive:
     measure_s: float
 
 
-class _Client(threading.Thread):
-    """One closed-loop client with one keep-alive connection."""
-
-    def __init__(
-        self,
-        *,
-        port: int,
-        index: int,
-        factory: RequestFactory,
-        deadline: float,
-        stop: threading.Event,
-    ) -> None:
-        super().__init__(name=f"bench-client-{index}", daemon=True)
-        self.port, self.index, self.factory = port, index, factory
-        self.deadline, self.stop = deadline, stop
-        self.samples: list[Sample] = []
-        self.connects = 0
-
-    def run(self) -> None:
-        conn = HTTPConnection(HOST, self.port, timeout=REQUEST_TIMEOUT_S)
-        try:
-            number = 0
-            while not self.stop.is_set() and time.monotonic() < self.deadline:
-                request = self.factory(self.index, number)
-                if request is None:
-                    return
-                number += 1
-                self.samples.append(self._send(conn, request))
-        finally:
-            conn.close()
-
-    def _send(self, conn: HTTPConnection, request: HttpRequest) -> Sample:
-        if conn.sock is None:  # first request, or the server closed the connection
-            self.connects += 1
-        started = time.monotonic()
-        try:
-            conn.request(request.method, request.path, body=request.body, headers=request.headers)
-            response = conn.getresponse()
-            response.read()  # the whole body, or the connection cannot be reused
-        except (OSError, HTTPException):
-            conn.close()  # the next request opens a new connection
-            finished = time.monotonic()
-            self.stop.wait(ERROR_PAUSE_S)
-            return Sample(finished_at=finished, latency_s=finished - started, status=0)
-        finished = time.monotonic()
-        expected = all(response.getheader(k) == v for k, v in request.expect_headers.items())
-        return Sample(
-            finished_at=finished,
-            latency_s=finished - started,
-            status=response.status,
-            expected=expected,
-        )
-
-
 @dataclass(frozen=True)
 class LoadRun:
     samples: list[Sample]
@@ -117,11 +91,44 @@ class LoadRun:
 def drive(*, port: int, factory: RequestFactory, clients: int, seconds: float) -> LoadRun:
     """Run ``clients`` closed-loop clients for ``seconds`` (or until the factory is done)."""
     stop = threading.Event()
-    cpu_started = time.process_time()
-    started = time.monotonic()
+    samples: list[list[Sample]] = [[] for _ in range(clients)]
+    connects = [0] * clients
+
+    def client(index: int) -> None:
+        conn = HTTPConnection(HOST, port, timeout=REQUEST_TIMEOUT_S)
+        try:
+            number = 0
+            while not stop.is_set() and time.monotonic() < deadline:
+                if (request := factory(index, number)) is None:
+                    return
+                number += 1
+                if conn.sock is None:  # first request, or the server closed the connection
+                    connects[index] += 1
+                started = time.monotonic()
+                try:
+                    conn.request(request.method, request.path, request.body, request.headers)
+                    response = conn.getresponse()
+                    response.read()  # the whole body, or the connection cannot be reused
+                except (OSError, HTTPException):
+                    conn.close()  # the next request opens a new connection
+                    finished = time.monotonic()
+                    samples[index].append(Sample(finished, finished - started, status=0))
+                    stop.wait(ERROR_PAUSE_S)
+                    continue
+                finished = time.monotonic()
+                expected = all(
+                    response.getheader(k) == v for k, v in request.expect_headers.items()
+                )
+                samples[index].append(
+                    Sample(finished, finished - started, response.status, expected)
+                )
+        finally:
+            conn.close()
+
+    cpu_started, started = time.process_time(), time.monotonic()
     deadline = started + seconds
     threads = [
-        _Client(port=port, index=i, factory=factory, deadline=deadline, stop=stop)
+        threading.Thread(target=client, args=(i,), name=f"bench-client-{i}", daemon=True)
         for i in range(clients)
     ]
     try:
@@ -133,13 +140,8 @@ def drive(*, port: int, factory: RequestFactory, clients: int, seconds: float) -
     finally:
         stop.set()  # Ctrl-C, or a client that did not finish: stop the others
     wall = time.monotonic() - started
-    return LoadRun(
-        samples=[sample for thread in threads for sample in thread.samples],
-        started_at=started,
-        wall_s=wall,
-        connects=sum(thread.connects for thread in threads),
-        cpu_cores=(time.process_time() - cpu_started) / wall if wall else math.nan,
-    )
+    cpu = (time.process_time() - cpu_started) / wall if wall else math.nan
+    return LoadRun([s for own in samples for s in own], started, wall, sum(connects), cpu)
 
 
 def measure(
@@ -151,27 +153,81 @@ def measure(
     plan: Drive,
     database_url: str,
 ) -> Throughput:
-    """Warm up, then measure: only answers read inside the measured window count.
-
-    CPU shares (the server's and the load generator's) and the database sessions'
-    states cover the whole run.
-    """
+    """Warm up, then measure: only answers read inside the measured window count. CPU
+    shares (the server's and the load generator's) and sessions cover the whole run."""
     server_cpu = tree_cpu_seconds(server.pid)
-    with pgsessions.watch(database_url) as sessions:
-        run = drive(
-            port=server.port,
-            factory=factory,
-            clients=plan.clients,
-            seconds=plan.warmup_s + plan.measure_s,
-        )
+    with watch_sessions(database_url) as sessions:
+        seconds = plan.warmup_s + plan.measure_s
+        run = drive(port=server.port, factory=factory, clients=plan.clients, seconds=seconds)
     server_cpu = tree_cpu_seconds(server.pid) - server_cpu
     window_start = run.started_at + plan.warmup_s
     window = in_window(run.samples, window_start, window_start + plan.measure_s)
-    result = summarize(name=name, label=label, samples=window, seconds=plan.measure_s)
     return replace(
-        result,
+        summarize(name=name, label=label, samples=window, seconds=plan.measure_s),
         connections=run.connects,
         client_cpu=run.cpu_cores,
         server_cpu=server_cpu / run.wall_s,
         pg_sessions=sessions.means(),
     )
+
+
+def send(port: int, request: HttpRequest) -> tuple[int, bytes]:
+    """One request on a connection of its own: the answer's status and body."""
+    conn = HTTPConnection(HOST, port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request(request.method, request.path, body=request.body, headers=request.headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def classify(state: str | None, wait_event_type: str | None) -> str:
+    """One of STATES for a pg_stat_activity row."""
+    if state == "active":
+        return "lock wait" if wait_event_type == "Lock" else "running"
+    if state in ("idle in transaction", "idle in transaction (aborted)"):
+        return "idle in transaction"
+    return "idle"
+
+
+def mean_counts(snapshots: Iterable[Iterable[tuple[str | None, str | None]]]) -> dict[str, float]:
+    """Mean number of sessions per state over the snapshots taken."""
+    totals: Counter[str] = Counter()
+    taken = 0
+    for rows in snapshots:
+        taken += 1
+        totals.update(classify(state, wait) for state, wait in rows)
+    return {state: totals[state] / taken if taken else 0.0 for state in STATES}
+
+
+@dataclass
+class Sessions:
+    """Snapshots of the bench database's sessions (state, wait event type)."""
+
+    snapshots: list[list[tuple[str | None, str | None]]] = field(default_factory=list)
+
+    def means(self) -> dict[str, float]:
+        return mean_counts(self.snapshots)
+
+
+@contextmanager
+def watch_sessions(url: str) -> Iterator[Sessions]:
+    """Sample the sessions every SESSIONS_INTERVAL_S while the block runs; read
+    ``.means()`` afterwards."""
+    sessions, stop = Sessions(), threading.Event()
+    query = """SELECT state, wait_event_type FROM pg_stat_activity WHERE datname =
+        current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()"""
+
+    def sample() -> None:
+        with psycopg.connect(libpq_uri(url), autocommit=True) as conn:
+            while not stop.wait(SESSIONS_INTERVAL_S):
+                sessions.snapshots.append(conn.execute(query).fetchall())
+
+    sampler = threading.Thread(target=sample, name="bench-pg-sessions", daemon=True)
+    sampler.start()
+    try:
+        yield sessions
+    finally:
+        stop.set()
+        sampler.join(timeout=5)

@@ -1,15 +1,12 @@
-"""What the Idempotency-Key layer costs one order creation, in instructions and time.
+"""What the Idempotency-Key layer costs one order creation, in time and in instructions.
 
 Wall time on a shared machine moves by tens of percent from minute to minute;
-the number of instructions a request executes does not. This module runs N
-first-time creations (layer on, layer off) or N replays in one process, and,
-with ``--callgrind``, runs itself under valgrind twice (N and 3N requests) so
-the difference is the cost of 2N requests with Django's start-up cancelled out::
+the number of instructions a request executes does not. Requests run one at a
+time in this process; with ``--callgrind`` it runs itself under valgrind and has
+the counters zeroed and dumped between the modes (layer on, off, replay)::
 
-    python -m bench.keylayer --database-url postgres://.../db   # a migrated database
+    python -m bench.keylayer --database-url postgres://.../db   # ms per request
     python -m bench.keylayer --database-url ... --callgrind     # instructions/request
-
-The bench's order suite calls ``instructions_per_request`` for its report.
 """
 
 from __future__ import annotations
@@ -22,10 +19,13 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from statistics import fmean
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import ROOT
+from bench.inprocess import ms_per_call, post, setup_django
+
+PATH = "/api/v1/orders/"
 SKU = "BENCH-KEYLAYER"
 MODES = ("on", "off", "replay")
 # Requests run before counting starts: connections opened, caches and imports warm.
@@ -33,16 +33,46 @@ WARMUP = 20
 # valgrind runs Python about 50 times slower: 40 requests per measurement is enough,
 # instruction counts do not vary from one request to the next.
 CALLGRIND_REQUESTS = 40
+# The timings alternate the modes this many times, so a burst of load from
+# elsewhere hits all of them alike.
+ROUNDS = 3
 
 
-def _poster(token: str) -> Callable[[str], None]:
-    from bench.orders_inprocess import order_poster
-
-    return order_poster(token=token, sku=SKU)
+def order_body(sku: str) -> str:
+    return json.dumps({"lines": [{"sku": sku, "quantity": 1}]})
 
 
-def _prepare() -> str:
-    """The bench user's token and the product, created on first use."""
+def order_poster(*, token: str, sku: str) -> Callable[[str], None]:
+    """POST one one-line order with the key given, in this process; expects 201."""
+    from django.test import Client
+
+    client, body = Client(), order_body(sku)
+    return lambda key: post(
+        client, PATH, body, {"Authorization": f"Token {token}", "Idempotency-Key": key}, 201
+    )
+
+
+def service_times(order: Callable[[str], None], *, iterations: int) -> dict[str, float]:
+    """Mean ms per request by mode, one at a time in this process (no server, no
+    concurrency): first-time creation with the layer on and off, and replays."""
+    from django.test import override_settings
+
+    order(replay_key := str(uuid.uuid4()))
+    per_round = max(1, iterations // ROUNDS)
+    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(ROUNDS):
+        for mode in MODES:
+
+            def one(mode: str = mode) -> None:
+                order(replay_key if mode == "replay" else str(uuid.uuid4()))
+
+            with override_settings(IDEMPOTENCY_ENABLED=mode != "off"):
+                times[mode].append(ms_per_call(one, per_round))
+    return {mode: fmean(times[mode]) for mode in MODES}
+
+
+def _prepare() -> Callable[[str], None]:
+    """An order poster for a user and a product of this module's, made on first use."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
@@ -53,38 +83,27 @@ def _prepare() -> str:
     token, _ = Token.objects.get_or_create(user=user)
     if not Product.objects.filter(sku=SKU).exists():
         seed_product(SKU)
-    return str(token.key)
+    return order_poster(token=str(token.key), sku=SKU)
 
 
 def run_counted(count: int) -> None:
-    """Every mode in turn, ``count`` requests each, stopping at each boundary.
-
-    Under callgrind the driver (``instructions_per_request``) zeroes or dumps the
-    counters at every stop: this process prints a line and waits for one back.
-    """
+    """Every mode in turn, ``count`` requests each, stopping at each boundary: under
+    callgrind the driver zeroes or dumps the counters at every stop, so this process
+    prints a line and waits for one back."""
     from django.test import override_settings
 
-    post = _poster(_prepare())
-    post(replay_key := str(uuid.uuid4()))
+    order = _prepare()
+    order(replay_key := str(uuid.uuid4()))
     for _ in range(WARMUP):
-        post(str(uuid.uuid4()))
+        order(str(uuid.uuid4()))
     for mode in MODES:
         print(f"ready {mode}", flush=True)
         sys.stdin.readline()
         with override_settings(IDEMPOTENCY_ENABLED=mode != "off"):
             for _ in range(count):
-                post(replay_key if mode == "replay" else str(uuid.uuid4()))
+                order(replay_key if mode == "replay" else str(uuid.uuid4()))
     print("done", flush=True)
     sys.stdin.readline()
-
-
-@dataclass(frozen=True)
-class Instructions:
-    """Instructions per request (thousands), counted by valgrind's callgrind."""
-
-    layer_on: float
-    layer_off: float
-    replay: float
 
 
 def _dump_total(path: Path) -> int:
@@ -96,24 +115,15 @@ def _dump_total(path: Path) -> int:
 
 def instructions_per_request(
     *, database_url: str, redis_url: str, requests: int = CALLGRIND_REQUESTS
-) -> Instructions:
-    """Run ``run_counted`` under callgrind; dump the counters between the modes."""
+) -> dict[str, float]:
+    """Thousands of instructions per request by mode: ``run_counted`` under callgrind,
+    the counters dumped between the modes."""
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url}
+    counted = [sys.executable, "-m", "bench.keylayer", "--counted", "--requests", str(requests)]
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
         child = subprocess.Popen(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--instr-atstart=no",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                "-m",
-                "bench.keylayer",
-                "--counted",
-                "--requests",
-                str(requests),
-            ],
+            [*valgrind, f"--callgrind-out-file={Path(tmp) / 'cg.out'}", *counted],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -123,72 +133,58 @@ def instructions_per_request(
         )
         assert child.stdin is not None
         assert child.stdout is not None
-        control = ["callgrind_control", str(child.pid)]
+
+        def control(*args: str) -> None:
+            subprocess.run(
+                ["callgrind_control", str(child.pid), *args], check=True, capture_output=True
+            )
+
         totals: dict[str, int] = {}
         previous: str | None = None
         try:
             for line in child.stdout:
-                word = line.split()[0] if line.split() else ""
-                if word not in ("ready", "done"):
+                words = line.split() or [""]
+                if words[0] not in ("ready", "done"):
                     continue
                 if previous is None:
-                    subprocess.run([*control, "--instr=on"], check=True, capture_output=True)
+                    control("--instr=on")
                 else:
-                    subprocess.run(
-                        [*control, f"--dump={previous}"], check=True, capture_output=True
-                    )
+                    control(f"--dump={previous}")
                     dumps = sorted(Path(tmp).glob("cg.out*"), key=lambda p: p.stat().st_mtime)
                     totals[previous] = _dump_total(dumps[-1])
-                subprocess.run([*control, "--zero"], check=True, capture_output=True)
-                previous = line.split()[1] if word == "ready" else None
+                control("--zero")
+                previous = words[1] if words[0] == "ready" else None
                 child.stdin.write("go\n")
                 child.stdin.flush()
-                if word == "done":
+                if words[0] == "done":
                     break
         finally:
             child.stdin.close()
             child.wait(timeout=120)
-    per = {mode: totals[mode] / requests / 1e3 for mode in MODES}
-    return Instructions(layer_on=per["on"], layer_off=per["off"], replay=per["replay"])
+    return {mode: totals[mode] / requests / 1e3 for mode in MODES}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.keylayer", description=__doc__)
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", ""))
-    parser.add_argument("--mode", choices=MODES, default="on")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--callgrind", action="store_true", help="count instructions")
     parser.add_argument("--counted", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.callgrind:
-        result = instructions_per_request(
+        counted = instructions_per_request(
             database_url=args.database_url, redis_url=args.redis_url, requests=args.requests
         )
-        print(json.dumps(result.__dict__))
+        keys = {"on": "layer_on", "off": "layer_off", "replay": "replay"}
+        print(json.dumps({keys[mode]: value for mode, value in counted.items()}))
         return 0
-    from bench.inprocess import ms_per_call, setup_django
-
     setup_django(database_url=args.database_url, redis_url=args.redis_url)
     if args.counted:
         run_counted(args.requests)
         return 0
-    from django.test import override_settings
-
-    post = _poster(_prepare())
-    post(replay_key := str(uuid.uuid4()))
-    times: dict[str, list[float]] = {mode: [] for mode in MODES}
-    for _ in range(3):  # alternate, so load from elsewhere hits every mode alike
-        for mode in MODES:
-            with override_settings(IDEMPOTENCY_ENABLED=mode != "off"):
-
-                def one(mode: str = mode) -> None:
-                    post(replay_key if mode == "replay" else str(uuid.uuid4()))
-
-                times[mode].append(ms_per_call(one, args.requests // 3))
-    summary = {mode: round(min(values), 3) for mode, values in times.items()}
-    summary["on/off"] = round(summary["off"] / summary["on"], 3)
-    print(json.dumps(summary))
+    times = service_times(_prepare(), iterations=args.requests)
+    print(json.dumps({**times, "on/off": round(times["off"] / times["on"], 3)}))
     return 0
 
 

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -14,9 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.context import Options, SuiteResult
+from bench.harness import STATES
 from bench.markdown import fmt, table
-from bench.pgsessions import STATES
 from bench.stats import Metric, Throughput, ratio
+
+RESOURCES_LEGEND = (
+    "CPU in cores (1.00 = one core busy all the time), averaged over warm-up and "
+    "measurement: the app server's processes, their CPU time per successful request, "
+    "and the load generator. PG: mean number of bench-database sessions running a "
+    "statement, blocked on a lock, idle in transaction (waiting for the app's next "
+    "statement) and idle, sampled every 50 ms."
+)
 
 
 @dataclass(frozen=True)
@@ -41,20 +50,16 @@ class RunReport:
     load_average_after: str
 
 
-def _proc_field(path: str, name: str) -> str:
-    try:
-        with open(path) as lines:
-            for line in lines:
-                key, _, value = line.partition(":")
-                if key.strip() == name:
-                    return value.strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def load_average() -> str:
     return " ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
+def _proc_field(path: str, name: str) -> str:
+    try:
+        fields = [line.partition(":") for line in Path(path).read_text().splitlines()]
+    except OSError:
+        return "unknown"
+    return next((value.strip() for key, _, value in fields if key.strip() == name), "unknown")
 
 
 def machine_info(postgres_version: str) -> Machine:
@@ -73,64 +78,39 @@ def machine_info(postgres_version: str) -> Machine:
     )
 
 
-# --- Markdown -------------------------------------------------------------------------------
+def finish(
+    command: str, options: Options, machine: Machine, suites: list[SuiteResult], started: float
+) -> RunReport:
+    """The report of a run that began at ``started`` (``time.monotonic()``) and ends now."""
+    return RunReport(command, options, machine, suites, time.monotonic() - started, load_average())
 
 
-_THROUGHPUT_COLUMNS = ["scenario", "req/s", "p50 ms", "p95 ms", "p99 ms", "ok", "non-2xx"]
-_RESOURCE_COLUMNS = ["where the time went", "server CPU", "CPU ms/req", "client CPU"]
-_RESOURCES_LEGEND = (
-    "CPU in cores (1.00 = one core busy all the time), averaged over warm-up and "
-    "measurement: the app server's processes, their CPU time per successful request, "
-    "and the load generator. PG: mean number of bench-database sessions running a "
-    "statement, blocked on a lock, idle in transaction (waiting for the app's next "
-    "statement) and idle, sampled every 50 ms."
-)
+def _throughput_tables(rows: list[Throughput]) -> str:
+    def scenario(r: Throughput) -> list[str]:
+        latencies = (fmt(ms, 2) for ms in (r.p50_ms, r.p95_ms, r.p99_ms))
+        counts = map(str, (r.ok, r.non_2xx, r.errors, r.unexpected))
+        return [r.label, fmt(r.per_second), *latencies, *counts]
 
+    def resources(r: Throughput) -> list[str]:
+        sessions = (fmt(r.pg_sessions.get(state, math.nan)) for state in STATES)
+        cpu_ms = fmt(ratio(r.server_cpu * 1000, r.per_second), 2)
+        return [r.label, fmt(r.server_cpu, 2), cpu_ms, fmt(r.client_cpu, 2), *sessions]
 
-def _throughput_table(rows: list[Throughput]) -> str:
-    return table(
-        [*_THROUGHPUT_COLUMNS, "errors", "unexpected"],
-        [
-            [
-                row.label,
-                fmt(row.per_second),
-                fmt(row.p50_ms, 2),
-                fmt(row.p95_ms, 2),
-                fmt(row.p99_ms, 2),
-                str(row.ok),
-                str(row.non_2xx),
-                str(row.errors),
-                str(row.unexpected),
-            ]
-            for row in rows
-        ],
+    columns = ["scenario", "req/s", "p50 ms", "p95 ms", "p99 ms", "ok", "non-2xx", "errors"]
+    first = table([*columns, "unexpected"], [scenario(r) for r in rows])
+    pg = [f"PG {state}" for state in STATES]
+    second = table(
+        ["where the time went", "server CPU", "CPU ms/req", "client CPU", *pg],
+        [resources(r) for r in rows],
     )
-
-
-def _resources_table(rows: list[Throughput]) -> str:
-    """CPU in cores (1.00 = one core all the time) and the database sessions' states."""
-    return table(
-        [*_RESOURCE_COLUMNS, *(f"PG {state}" for state in STATES)],
-        [
-            [
-                row.label,
-                fmt(row.server_cpu, 2),
-                fmt(ratio(row.server_cpu * 1000, row.per_second), 2),
-                fmt(row.client_cpu, 2),
-                *(fmt(row.pg_sessions.get(state, math.nan)) for state in STATES),
-            ]
-            for row in rows
-        ],
-    )
+    return f"{first}\n\n{second}\n\n{RESOURCES_LEGEND}"
 
 
 def _metric_value(metric: Metric) -> str:
     if math.isnan(metric.value):
         return "n/a"
-    if metric.unit == "x":
-        return f"{fmt(metric.value, 2)}x"
-    if metric.unit == "ms":
-        return f"{fmt(metric.value, 2)} ms"
+    if metric.unit in ("x", "ms"):
+        return f"{fmt(metric.value, 2)}{'x' if metric.unit == 'x' else ' ms'}"
     return fmt(metric.value, 0)
 
 
@@ -142,39 +122,30 @@ def metrics_table(metrics: list[Metric]) -> str:
     )
 
 
-def _suite_markdown(suite: SuiteResult) -> str:
-    parts = [f"## {suite.title}"]
-    if suite.throughputs:
-        parts.append(_throughput_table(suite.throughputs))
-        parts.append(_resources_table(suite.throughputs) + "\n\n" + _RESOURCES_LEGEND)
-    if suite.metrics:
-        parts.append(metrics_table(suite.metrics))
-    parts += [f"### {section.title}\n\n{section.markdown}" for section in suite.sections]
-    return "\n\n".join(parts)
-
-
 def markdown(report: RunReport) -> str:
     machine, options = report.machine, report.options
     packages = ", ".join(f"{name} {version}" for name, version in machine.packages.items())
-    header = "\n".join(
-        [
-            "# OnceShop bench results",
-            "",
-            f"- date: {machine.date}",
-            f"- command: `{report.command}`",
-            f"- machine: {machine.nproc} CPUs ({machine.cpu_model}), {machine.memory} RAM",
-            f"- load average (1/5/15 min): {machine.load_average_before} before, "
-            f"{report.load_average_after} after",
-            f"- PostgreSQL: {machine.postgres}",
-            f"- {machine.python}; {packages}",
-            f"- {options.clients} clients, {options.warmup_s:g} s warm-up + "
-            f"{options.measure_s:g} s measured per scenario; whole run {report.wall_s:.0f} s",
-        ]
-    )
-    return "\n\n".join([header, *map(_suite_markdown, report.suites)]) + "\n"
-
-
-# --- JSON -----------------------------------------------------------------------------------
+    parts = [
+        "# OnceShop bench results\n",
+        f"- date: {machine.date}",
+        f"- command: `{report.command}`",
+        f"- machine: {machine.nproc} CPUs ({machine.cpu_model}), {machine.memory} RAM",
+        f"- load average (1/5/15 min): {machine.load_average_before} before, "
+        f"{report.load_average_after} after",
+        f"- PostgreSQL: {machine.postgres}",
+        f"- {machine.python}; {packages}",
+        f"- {options.clients} clients, {options.warmup_s:g} s warm-up + "
+        f"{options.measure_s:g} s measured per scenario; whole run {report.wall_s:.0f} s",
+    ]
+    text = "\n".join(parts)
+    for suite in report.suites:
+        text += f"\n\n## {suite.title}"
+        if suite.throughputs:
+            text += "\n\n" + _throughput_tables(suite.throughputs)
+        if suite.metrics:
+            text += "\n\n" + metrics_table(suite.metrics)
+        text += "".join(f"\n\n### {s.title}\n\n{s.markdown}" for s in suite.sections)
+    return text + "\n"
 
 
 def _json_safe(value: Any) -> Any:

@@ -1,5 +1,6 @@
-"""Running one suite alone (``python -m bench.reconcile_pass``, ``python -m bench.reaper``),
-and the services every run needs. Shared by ``__main__`` and the standalone suites."""
+"""Setting up a run (services, a fresh migrated database, Django, the bench user),
+for ``make bench`` and for the suites that also run alone
+(``python -m bench.reconcile_pass``, ``python -m bench.reaper``, ...)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psycopg
-
 from bench import database, inprocess
-from bench.context import BenchContext, SuiteResult
+from bench.context import BenchContext, Options, SuiteResult, parse_options
+from bench.report import Machine, finish, machine_info, markdown
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 
@@ -26,6 +26,27 @@ def service_urls() -> tuple[str, str]:
     return os.environ["DATABASE_URL"], os.environ["REDIS_URL"]
 
 
+def prepare(database_name: str, options: Options) -> tuple[BenchContext, Machine]:
+    """Database ``database_name`` recreated and migrated, Django set up on it, the
+    bench user; and the machine as it is before the run."""
+    server_url, redis_url = service_urls()
+    print(f"bench: recreating and migrating {database_name} ...", flush=True)
+    url = database.recreate(server_url, database_name)
+    database.migrate(url)
+    inprocess.setup_django(database_url=url, redis_url=redis_url)
+    user_id, token = inprocess.create_bench_user()
+    OUT_DIR.mkdir(exist_ok=True)
+    ctx = BenchContext(
+        options=options,
+        database_url=url,
+        redis_url=redis_url,
+        out_dir=OUT_DIR,
+        user_id=user_id,
+        token=token,
+    )
+    return ctx, machine_info(database.server_version(url))
+
+
 def standalone(
     *,
     name: str,
@@ -33,56 +54,22 @@ def standalone(
     argv: list[str],
     suite_run: Callable[[BenchContext, argparse.Namespace], SuiteResult],
 ) -> int:
-    """Run one suite alone on its own database: create, migrate, run, print, drop.
-
-    Prints the same Markdown as ``make bench``.
-    """
-    from bench.report import RunReport, load_average, machine_info, markdown
-
+    """Run one suite alone on a database of its own, dropped afterwards; print the
+    same Markdown as ``make bench``."""
     parser = argparse.ArgumentParser(prog=f"python -m bench.{name}")
     parser.add_argument("--quick", action="store_true", help="a smaller run")
     parser.add_argument("--size", type=int, default=None, help="how many rows / attempts")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    server_url, redis_url = service_urls()
-    url = database.with_database(server_url, database_name)
-    maintenance = database.libpq_uri(database.with_database(server_url, "postgres"))
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{database_name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{database_name}"')
+    # A suite that drives HTTP load (the reconcile pass's ceiling) uses the bench's periods.
+    options = parse_options(["--quick"] if args.quick else [], dict(os.environ))
     try:
-        print(f"bench: migrating {database_name} ...", flush=True)
-        database.migrate(url)
-        inprocess.setup_django(database_url=url, redis_url=redis_url)
-        user_id, token = inprocess.create_bench_user()
-        # The reconcile suite drives HTTP load for its ceiling: the bench's own periods.
-        from bench.__main__ import parse_options
-
-        # The reconcile suite drives HTTP load for its ceiling: the bench's own periods.
-        options = parse_options(["--quick"] if args.quick else [], dict(os.environ))
-        OUT_DIR.mkdir(exist_ok=True)
-        ctx = BenchContext(
-            options=options,
-            database_url=url,
-            redis_url=redis_url,
-            out_dir=OUT_DIR,
-            user_id=user_id,
-            token=token,
-        )
-        machine = machine_info(database.server_version(url))
+        ctx, machine = prepare(database_name, options)
         result = suite_run(ctx, args)
         inprocess.close_connections()
-        report = RunReport(
-            command=" ".join(["python", "-m", f"bench.{name}", *argv]),
-            options=options,
-            machine=machine,
-            suites=[result],
-            wall_s=time.monotonic() - started,
-            load_average_after=load_average(),
-        )
-        print("\n" + markdown(report))
+        command = " ".join(["python", "-m", f"bench.{name}", *argv])
+        print("\n" + markdown(finish(command, options, machine, [result], started)))
     finally:
         inprocess.close_connections()
-        with psycopg.connect(maintenance, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database_name}" WITH (FORCE)')
+        database.drop(service_urls()[0], database_name)
     return 0

@@ -1,14 +1,13 @@
 """Pure arithmetic of the bench: percentiles, throughput summaries, targets.
 
-Nothing here touches a process, a socket or a database, so the unit tests in
-``tests/bench/test_harness.py`` check it directly.
+Nothing here touches a process, a socket or a database: tests/bench checks it directly.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -39,27 +38,22 @@ class Throughput:
     errors: int = 0  # no answer at all: connection reset, timeout
     unexpected: int = 0  # 2xx, but not what the scenario expects (e.g. not a replay)
     connections: int = 0  # TCP connections the clients opened (keep-alive: one each)
-    # CPU used, in cores (1.0 = one core busy all the time), averaged over the run:
-    # by the app server's processes, and by the load generator, which on a small
-    # machine competes with the server for the same CPUs.
+    # CPU used, in cores (1.0 = one core busy all the time), over the run: by the app
+    # server's processes, and by the load generator, which on a small machine
+    # competes with the server for the same CPUs.
     server_cpu: float = math.nan
     client_cpu: float = math.nan
-    # Mean number of database sessions per state (see bench/pgsessions.py).
-    pg_sessions: dict[str, float] = field(default_factory=dict)
+    pg_sessions: dict[str, float] = field(default_factory=dict)  # mean sessions per state
     statuses: dict[str, int] = field(default_factory=dict)
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile of already sorted values (``fraction`` in 0..1).
-
-    Nearest rank returns a value that was actually observed; NaN when empty.
-    """
+    """Nearest-rank percentile (a value actually observed) of sorted values; NaN when empty."""
     if not sorted_values:
         return math.nan
     if not 0 <= fraction <= 1:
         raise ValueError(f"fraction must be within 0..1, not {fraction}")
-    rank = max(1, math.ceil(fraction * len(sorted_values)))
-    return sorted_values[rank - 1]
+    return sorted_values[max(1, math.ceil(fraction * len(sorted_values))) - 1]
 
 
 def in_window(samples: Iterable[Sample], start: float, end: float) -> list[Sample]:
@@ -68,15 +62,11 @@ def in_window(samples: Iterable[Sample], start: float, end: float) -> list[Sampl
 
 
 def summarize(*, name: str, label: str, samples: Sequence[Sample], seconds: float) -> Throughput:
-    """Throughput and latency percentiles of the successful requests in ``samples``.
-
-    Only 2xx answers count as successes and enter the percentiles; other
-    answers and failures are counted separately so they cannot flatter a figure.
-    """
+    """Throughput and latency percentiles of the 2xx answers in ``samples``; other
+    answers and failures are counted apart, so they cannot flatter a figure."""
     if seconds <= 0:
         raise ValueError("the measured window must be longer than zero")
-    good = sorted(sample.latency_s for sample in samples if 200 <= sample.status < 300)
-    statuses = Counter(str(sample.status) for sample in samples if sample.status)
+    good = sorted(s.latency_s for s in samples if 200 <= s.status < 300)
     return Throughput(
         name=name,
         label=label,
@@ -86,12 +76,10 @@ def summarize(*, name: str, label: str, samples: Sequence[Sample], seconds: floa
         p95_ms=percentile(good, 0.95) * 1000,
         p99_ms=percentile(good, 0.99) * 1000,
         ok=len(good),
-        non_2xx=sum(1 for sample in samples if sample.status and not 200 <= sample.status < 300),
-        errors=sum(1 for sample in samples if sample.status == 0),
-        unexpected=sum(
-            1 for sample in samples if 200 <= sample.status < 300 and not sample.expected
-        ),
-        statuses=dict(sorted(statuses.items())),
+        non_2xx=sum(1 for s in samples if s.status and not 200 <= s.status < 300),
+        errors=sum(1 for s in samples if s.status == 0),
+        unexpected=sum(1 for s in samples if 200 <= s.status < 300 and not s.expected),
+        statuses=dict(sorted(Counter(str(s.status) for s in samples if s.status).items())),
     )
 
 
@@ -120,11 +108,8 @@ class Target:
 
 @dataclass(frozen=True)
 class Metric:
-    """A derived figure (a ratio, a query count) with an optional target.
-
-    The bench reports PASS or MISS against the target but never fails because
-    of it: a benchmark informs, the test suite asserts.
-    """
+    """A derived figure (a ratio, a query count) with an optional target. The bench
+    reports PASS or MISS but never fails on it: a benchmark informs, the tests assert."""
 
     name: str
     label: str
@@ -138,3 +123,17 @@ class Metric:
         if self.target is None:
             return "-"
         return "PASS" if self.target.met_by(self.value) else "MISS"
+
+
+# A suite's figure: (name, label, unit, target), in the order its report lists them.
+Figure = tuple[str, str, str, Target | None]
+
+
+def figures(
+    specs: Sequence[Figure], values: Mapping[str, float], notes: Mapping[str, str]
+) -> list[Metric]:
+    """The metrics of ``specs``, valued from ``values`` and annotated from ``notes``, by name."""
+    return [
+        Metric(n, label, values[n], unit, target, notes.get(n, ""))
+        for n, label, unit, target in specs
+    ]

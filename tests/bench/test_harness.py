@@ -16,15 +16,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench import appserver, callbacks, database, fixtures, orders, pay, pgbench, pgsessions
-from bench.__main__ import parse_options
-from bench.context import Section, SuiteResult
+from bench import appserver, callbacks, database, fixtures, harness, keylayer, orders, pay
+from bench.context import Section, SuiteResult, parse_options
 from bench.fixtures import Attempt, Payer
+from bench.harness import HttpRequest
+from bench.inprocess import Probe, Stopwatch, phase_rows
 from bench.markdown import table
-from bench.orders_sql import OrderFixture, order_create_script
-from bench.pay_inprocess import QUERY_BUDGET_TEST, pinned_constant
-from bench.phases import Probe, Stopwatch, phase_rows
-from bench.profiling import Step, attribute, layer_of
+from bench.orders import OrderFixture, Step, attribute, layer_of, order_create_script
+from bench.pay import QUERY_BUDGET_TEST, pinned_constant
 from bench.report import Machine, RunReport, markdown, metrics_table, to_json
 from bench.stats import Metric, Sample, Target, in_window, percentile, ratio, summarize
 from payments.providers import Notification, NotificationSignatureInvalid
@@ -211,22 +210,19 @@ tps = 1168.978780 (without initial connection time)
 
 
 def test_pgbench_output_and_log_are_parsed():
-    assert pgbench.parse_tps(PGBENCH_OUTPUT) == pytest.approx(1168.97878)
-    assert pgbench.parse_failed(PGBENCH_OUTPUT) == 2
-    assert pgbench.parse_log(["0 1 1500 0 1700000000 123", "1 2 failed 0 1700000000 5", ""]) == [
+    assert orders.parse_tps(PGBENCH_OUTPUT) == pytest.approx(1168.97878)
+    assert orders.parse_failed(PGBENCH_OUTPUT) == 2
+    assert orders.parse_log(["0 1 1500 0 1700000000 123", "1 2 failed 0 1700000000 5", ""]) == [
         0.0015
     ]
     with pytest.raises(ValueError, match="no tps line"):
-        pgbench.parse_tps("pgbench: error: connection refused")
+        orders.parse_tps("pgbench: error: connection refused")
 
 
 def test_pgbench_command_is_prepared_no_vacuum_and_time_bounded():
-    plan = pgbench.PgbenchPlan(clients=16, threads=2, seconds=10)
     url = "postgres://postgres@%2Fsome%2Fsocket/onceshop_bench"
 
-    args = pgbench.command(
-        pgbench="pgbench", url=url, script=SCRIPT_PATH, plan=plan, log_prefix=None
-    )
+    args = orders.pgbench_command("pgbench", url, SCRIPT_PATH, 16, 10, log_prefix=None)
 
     assert args[1:] == [
         "-n",
@@ -320,14 +316,17 @@ def test_time_goes_to_the_innermost_frame_outside_the_standard_library():
         frame("wait", f"{site}/psycopg/x.py"),
     ]
     redis_stack = [frame("get", f"{site}/redis/client.py"), stdlib_socket]
-    steps = [Step("wait", "wait", "psycopg/")]
+    steps: list[Step] = [("wait", "wait", "psycopg/")]
 
     by_layer, by_step = attribute([(db_stack, 0.003), (redis_stack, 0.001)], steps)
 
     assert layer_of(db_stack).startswith("PostgreSQL")
     assert layer_of(redis_stack).startswith("Redis")
-    assert [(s.label[:5], s.share) for s in by_layer] == [("Postg", 0.75), ("Redis", 0.25)]
-    assert [(s.label, s.seconds) for s in by_step] == [("wait", 0.003)]
+    assert [(label[:5], share) for label, _, share in by_layer] == [
+        ("Postg", 0.75),
+        ("Redis", 0.25),
+    ]
+    assert [(label, seconds) for label, seconds, _ in by_step] == [("wait", 0.003)]
 
 
 def test_tables_line_up():
@@ -393,10 +392,10 @@ def test_database_sessions_are_classified_and_averaged():
     holding = ("idle in transaction", "Client")
     idle = ("idle", "Client")
 
-    means = pgsessions.mean_counts([[blocked, blocked, running], [holding, idle, blocked]])
+    means = harness.mean_counts([[blocked, blocked, running], [holding, idle, blocked]])
 
     assert means == {"running": 0.5, "lock wait": 1.5, "idle in transaction": 0.5, "idle": 0.5}
-    assert pgsessions.mean_counts([]) == dict.fromkeys(pgsessions.STATES, 0.0)
+    assert harness.mean_counts([]) == dict.fromkeys(harness.STATES, 0.0)
 
 
 def test_a_figure_that_could_not_be_measured_reads_n_a():
@@ -463,7 +462,7 @@ def test_phase_rows_give_the_remainder_and_show_nested_details_without_subtracti
         iterations=10,
     )
 
-    assert [(row.label, row.ms, row.share) for row in rows] == [
+    assert rows == [
         ("a", pytest.approx(20.0), pytest.approx(0.2)),
         ("b", pytest.approx(50.0), pytest.approx(0.5)),
         ("rest", pytest.approx(30.0), pytest.approx(0.3)),
@@ -484,8 +483,8 @@ def _payer(index: int) -> Payer:
 
 
 def test_each_pay_client_pays_its_own_orders_with_fresh_keys_until_it_has_none():
-    plan = pay.PayPlan(payers=[_payer(1), _payer(2)], orders=[["A1", "A2"], ["B1"]])
-    factory = pay.fresh_pays(plan)
+    plan = pay.Plan("pay", payers=[_payer(1), _payer(2)], orders=[["A1", "A2"], ["B1"]])
+    factory = plan.fresh()
 
     first, second = factory(0, 0), factory(0, 1)
     assert first is not None
@@ -536,8 +535,19 @@ def test_callback_clients_take_notifications_from_one_pool_until_it_is_empty():
 def test_order_clients_spread_over_the_catalogue_or_share_the_hot_product():
     spread = [f"BENCH-{i}" for i in range(1, 17)]
 
-    assert [orders.client_sku(spread, client) for client in (0, 15)] == ["BENCH-1", "BENCH-16"]
-    assert {orders.client_sku(["BENCH-HOT"], client) for client in range(16)} == {"BENCH-HOT"}
-    assert json.loads(orders.order_body("BENCH-3")) == {
+    spread_orders, hot_orders = (
+        orders.order_requests("t", spread),
+        orders.order_requests("t", ["BENCH-HOT"]),
+    )
+
+    def sku(request: HttpRequest) -> str:
+        return json.loads(request.body)["lines"][0]["sku"]
+
+    assert [sku(spread_orders(client, 0)) for client in (0, 15)] == ["BENCH-1", "BENCH-16"]
+    assert {sku(hot_orders(client, 0)) for client in range(16)} == {"BENCH-HOT"}
+    replays = orders.order_requests("t", spread, [["k1", "k2"]] * 16, replayed=True)
+    assert [replays(3, n).headers["Idempotency-Key"] for n in range(3)] == ["k1", "k2", "k1"]
+    assert replays(3, 0).expect_headers == {"Idempotent-Replayed": "true"}
+    assert json.loads(keylayer.order_body("BENCH-3")) == {
         "lines": [{"sku": "BENCH-3", "quantity": 1}]
     }
