@@ -158,7 +158,7 @@ def test_two_reconcilers_at_once_start_one_new_orphan_refund(
         try:
             barrier.wait()
             work()
-        except BaseException as error:  # noqa: BLE001 - reported by the test
+        except BaseException as error:
             errors.append(error)
         finally:
             close_old_connections()
