@@ -84,12 +84,10 @@ def seed_day(*, user_id: int, day: date, lines: int, processes: int = SEED_PROCE
     from config.celery import app
     from orders.models import Order
     from payments.models import Payment
-    from sandbox.models import Fault
-    from sandbox.services.faults import fault_set
 
     charges, refunds = day_mix(lines)
     tag = day.strftime("%Y%m%d")
-    # A payer of its own, rich enough for the day: wallets start at SANDBOX_WALLET_START.
+    # Payers of their own, rich enough for the day: wallets start at SANDBOX_WALLET_START.
     settings.SANDBOX_WALLET_START = AMOUNT * lines * 2
     for start in range(0, charges, SEED_CHUNK):
         numbers = range(start, min(start + SEED_CHUNK, charges))
@@ -103,37 +101,37 @@ def seed_day(*, user_id: int, day: date, lines: int, processes: int = SEED_PROCE
                 out_trade_no=f"PS{tag}{i:07d}",
                 amount=AMOUNT,
                 currency="CNY",
-                payer=f"statement-{tag}",
+                payer=_payer(tag, i % processes),
             )
             for i, order in zip(numbers, orders, strict=True)
         )
-    # No notifications: nobody listens, and the shop settles from the answers here.
-    fault_set(mode=Fault.Mode.CALLBACK_DROP, count=charges, delay_s=0, copies=1)
-    fault_set(
-        mode=Fault.Mode.CALLBACK_DROP,
-        count=refunds,
-        delay_s=0,
-        copies=1,
-        target=Fault.Target.REFUND,
-    )
     started = time.perf_counter()
     connections.close_all()  # a forked child must never share the parent's socket
     context = multiprocessing.get_context("fork")
     with context.Pool(processes) as pool:
         done = pool.starmap(
             _seed_rows,
-            [(user_id, tag, range(k, charges, processes), refunds) for k in range(processes)],
+            [
+                (user_id, tag, _payer(tag, k), range(k, charges, processes), refunds)
+                for k in range(processes)
+            ],
         )
     seconds = time.perf_counter() - started
     if sum(done) != lines:
         raise RuntimeError(f"seeded {sum(done)} lines of {lines}")
     _move_to_day(tag=tag, day=day)
-    # payment_settle enqueues each PAID order's fulfilment; no worker serves the bench.
+    # The sandbox's notifications and payment_settle's fulfilments went to the queue;
+    # no worker serves the bench (the shop settled from the answers here).
     app.control.purge()
     return seconds
 
 
-def _seed_rows(user_id: int, tag: str, numbers: range, refunds: int) -> int:
+def _payer(tag: str, process: int) -> str:
+    # A wallet per seeding process: one wallet row for all would serialize them.
+    return f"statement-{tag}-{process}"
+
+
+def _seed_rows(user_id: int, tag: str, payer: str, numbers: range, refunds: int) -> int:
     """Charge (and refund) the attempts ``numbers`` of the day ``tag``: lines made."""
     import json
     import logging
@@ -170,7 +168,7 @@ def _seed_rows(user_id: int, tag: str, numbers: range, refunds: int) -> int:
                 out_trade_no=out_trade_no,
                 amount=AMOUNT,
                 currency="CNY",
-                payer=f"statement-{tag}",
+                payer=payer,
                 notify_url=notify_url,
             )
             charged = payment_settle(
