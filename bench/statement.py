@@ -222,7 +222,7 @@ _MOVE_TO_DAY = (
 def _move_to_day(*, tag: str, day: date) -> None:
     from django.db import connection, transaction
 
-    params = {
+    params: dict[str, datetime | str] = {
         "noon": datetime.combine(day, day_time(12), tzinfo=UTC),
         "attempts": f"PS{tag}%",
         "orders": f"S{tag}-%",
