@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from orders.models import Order
@@ -144,13 +147,20 @@ def _book_orphan(*, payment: Payment, capture: ChargeResult, why: str) -> None:
     orphan_refund_start(payment_id=payment.pk)
 
 
-def orphan_refund_start(*, payment_id: int) -> Refund | None:
+def orphan_refund_start(
+    *, payment_id: int, retry_delay_s: Callable[[int], float] | None = None
+) -> Refund | None:
     """Start the next refund attempt of an orphaned capture, unless one is live or done.
 
     Its reference is derived from the attempt (``R<out_trade_no>-<n>``), so is its
     provider key: however often this runs, the provider refunds each at most
     once, and a partial unique index allows one attempt at a time. A declined one
-    (FAILED) is followed by attempt n + 1, by the reconciler, until one succeeds.
+    (FAILED) is final at the provider for its reference, so it is followed by
+    attempt n + 1, by the reconciler, until one succeeds.
+
+    ``retry_delay_s(declined)``: how long after the last decline the next attempt
+    may be sent (the reconciler's backoff); it is created at once, live and
+    counted, and claimed only then. None: due at once.
     """
     with transaction.atomic():
         payment = Payment.objects.select_for_update().get(pk=payment_id)
@@ -160,11 +170,24 @@ def orphan_refund_start(*, payment_id: int) -> Refund | None:
         if refunds.exclude(status=RefundAttemptStatus.FAILED).exists():
             return None
         capture = LedgerEntry.objects.get(payment=payment, kind=LedgerEntry.Kind.ORPHAN_CAPTURE)
+        declined = refunds.count()
         return Refund.objects.create(
             order=None,
             payment=payment,
-            refund_no=f"R{payment.out_trade_no}-{refunds.count() + 1}",
+            refund_no=f"R{payment.out_trade_no}-{declined + 1}",
             amount=capture.amount,
             currency=capture.currency,
             reason=ORPHANED_CAPTURE_REASON,
+            next_reconcile_at=_not_before(refunds, declined=declined, delay_s=retry_delay_s),
         )
+
+
+def _not_before(
+    refunds: QuerySet[Refund], *, declined: int, delay_s: Callable[[int], float] | None
+) -> datetime | None:
+    """When the attempt after ``declined`` declined ones may be sent: the backoff counts
+    from the last decline, not from whenever a pass noticed it."""
+    if not declined or delay_s is None:
+        return None
+    last = refunds.order_by("-pk").values_list("settled_at", flat=True).first()
+    return (last or timezone.now()) + timedelta(seconds=delay_s(declined))

@@ -196,8 +196,11 @@ class StrayCapture(models.Model):
     The shop writes its attempt before it asks the provider to charge, so a
     capture we hold no attempt for is not ours to keep (a lost record, a charge
     made by hand at the provider). It has no order and no ledger entry; its
-    refund reference and provider key are derived from the provider's charge,
-    so however often it is sent, the provider refunds it once.
+    refund reference and provider key are derived from the provider's charge
+    and the attempt's number, so however often it is sent, the provider refunds
+    it once. A declined refund is final at the provider for its reference: the
+    next attempt (``refund_attempts`` + 1) takes a new one, once the
+    reconciler's backoff from the decline is over (``next_refund_at``).
     """
 
     provider = models.CharField(max_length=32, default=SANDBOX)
@@ -211,6 +214,10 @@ class StrayCapture(models.Model):
         max_length=16, choices=RefundAttemptStatus.choices, default=RefundAttemptStatus.PENDING
     )
     failure_code = models.CharField(max_length=64, blank=True, default="")
+    # The refund attempt ``refund_no`` names (1, 2, ...): earlier ones were declined.
+    refund_attempts = models.PositiveIntegerField(default=1)
+    # A declined refund: the next attempt is not sent before this time.
+    next_refund_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     refunded_at = models.DateTimeField(null=True, blank=True)
 

@@ -28,3 +28,12 @@ def settle_late_success(charge_id: int) -> str:
 
     charge = late_success_settle(charge_id=charge_id)
     return "already settled" if charge is None else charge.status
+
+
+@shared_task(acks_late=True)
+def settle_refund_late_success(refund_id: int) -> str:
+    """A refund declined under ``late_success`` succeeds now (safe to run twice)."""
+    from sandbox.services.late_success import refund_late_success_settle
+
+    refund = refund_late_success_settle(refund_id=refund_id)
+    return "already settled" if refund is None else refund.status

@@ -20,7 +20,11 @@ the outcome we want, not one to prevent.
 
 Then the request that made the attempt (if any) is finished through the
 completer. An orphaned capture whose refund was declined gets its next refund
-attempt here (``orphan_refund_start``), until one succeeds.
+attempt here (``orphan_refund_start``), until one succeeds: a new reference (a
+declined one is final at the provider), created at once so it is counted, and
+sent after the reconciler's backoff from the last decline (``next_reconcile_at``),
+as an unreachable provider is retried, so a provider that keeps declining is
+not asked again on every pass.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_prov
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
 from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
-from reconcile.services.claims import drain, retry_later
+from reconcile.services.claims import backoff_delay_s, drain, retry_later
 from reconcile.services.completion import complete_requests_for
 
 logger = logging.getLogger(__name__)
@@ -114,6 +118,15 @@ def refund_reconcile(*, refund: Refund, provider: PaymentProvider) -> RefundReso
     raise AssertionError(f"unexpected settlement {settled.outcome}")  # pragma: no cover
 
 
+def _decline_backoff_s(declined: int) -> float:
+    """How long after ``declined`` declines of an orphan refund the next one is sent."""
+    return backoff_delay_s(
+        attempt=declined,
+        base_s=settings.RECONCILE_BACKOFF_BASE_S,
+        cap_s=settings.RECONCILE_BACKOFF_CAP_S,
+    )
+
+
 def _retry_later(*, refund: Refund) -> None:
     retry_later(Refund, row=refund, statuses=UNSETTLED_REFUND_STATUSES, now=timezone.now())
 
@@ -142,7 +155,7 @@ def run_once(
     """Restart declined orphan refunds, then reconcile every due refund attempt."""
     provider = provider or get_provider()
     restarted = sum(
-        orphan_refund_start(payment_id=payment_id) is not None
+        orphan_refund_start(payment_id=payment_id, retry_delay_s=_decline_backoff_s) is not None
         for payment_id in payments_orphaned_without_refund()
     )
     counts = drain(

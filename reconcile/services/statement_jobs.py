@@ -4,7 +4,8 @@
   whose statement is final. ``manage.py reconcile_statement --date`` runs any day.
 - ``leftovers_run_once``: part of every reconciler pass — what a statement left
   for later, so it does not wait a day: lines pending because their attempt was
-  in flight or the provider did not answer, stray refunds not settled yet, and
+  in flight or the provider did not answer, stray refunds not settled yet (or
+  declined, due for their next attempt after the backoff), and
   unmatched notifications (a capture for a reference we hold no attempt for,
   which the statement would find tomorrow; the provider's query finds it now).
 """
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
-from payments.models import Payment
+from payments.models import Payment, RefundAttemptStatus
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
 from reconcile.services.statements import StatementCounts, statement_match, statement_reconcile
@@ -26,6 +27,7 @@ from reconcile.services.strays import (
     stray_capture_take,
     stray_notifications_resolve,
     stray_refund,
+    stray_refund_restart,
     strays_unrefunded,
 )
 
@@ -64,6 +66,10 @@ def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCo
     strays_found = _strays_from_notifications(provider=provider)
     refunded = 0
     for stray in strays_unrefunded():
+        if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(
+            stray=stray
+        ):
+            continue  # another runner started the next attempt (and sends it)
         refunded += stray_refund(stray=stray, provider=provider) == "SUCCEEDED"
     return LeftoverCounts(
         statements=len(statements),

@@ -6,17 +6,25 @@ a charge the provider holds for a reference we never wrote is not ours to keep
 statement finds it, or a notification names it. Either way nothing is taken on
 their word: the provider's query must confirm the capture, and its answer is
 what we book and refund. The refund reference and its provider key are
-derived from the provider's charge, so however often this runs — two
-importers, a rerun, a crash and a retry — the provider refunds it once.
+derived from the provider's charge (and the attempt's number), so however
+often this runs — two importers, a rerun, a crash and a retry — the provider
+refunds it once.
+
+A declined refund is final at the provider for its reference, yet the money
+must still go back: after the reconciler's backoff from the decline, the next
+attempt takes the next reference (``stray_refund_restart``, a conditional
+update, so two runners start it once) and is sent like the first, until one
+succeeds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -31,6 +39,7 @@ from payments.providers import (
     RefundStatus,
 )
 from reconcile.models import SANDBOX, StrayCapture
+from reconcile.services.claims import backoff_delay_s
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +47,14 @@ logger = logging.getLogger(__name__)
 _MAX_REFERENCE = 64
 
 
-def stray_refund_no(trade_no: str) -> str:
-    """Our refund reference for a stray capture: derived from the provider's charge."""
-    derived = f"S{trade_no}"
+def stray_refund_no(trade_no: str, attempt: int = 1) -> str:
+    """Our reference for refund attempt ``attempt`` of a stray capture: derived from
+    the provider's charge (``S<trade_no>``, then ``S<trade_no>-2``, ...)."""
+    suffix = "" if attempt == 1 else f"-{attempt}"
+    derived = f"S{trade_no}{suffix}"
     if len(derived) <= _MAX_REFERENCE:
         return derived
-    return "S" + hashlib.sha256(trade_no.encode()).hexdigest()[:40]
+    return "S" + hashlib.sha256(trade_no.encode()).hexdigest()[:40] + suffix
 
 
 def stray_capture_take(
@@ -98,9 +109,11 @@ def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
     """Get the stray capture's money back to the payer; its refund status after this try.
 
     Asks first (a send from an earlier try may have got there), then sends with
-    the derived key; an unreachable provider leaves it UNKNOWN for the next run.
+    the derived key; an unreachable provider leaves it UNKNOWN for the next run,
+    a decline FAILED until its backoff is over and the next attempt starts.
     """
-    if stray.refund_status == RefundAttemptStatus.SUCCEEDED:
+    if stray.refund_status in (RefundAttemptStatus.SUCCEEDED, RefundAttemptStatus.FAILED):
+        # Final for this reference; a declined one's next attempt is stray_refund_restart's.
         return stray.refund_status
     try:
         account = provider.query_refund(out_refund_no=stray.refund_no)
@@ -113,7 +126,7 @@ def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
                 idempotency_key=f"onceshop-{stray.refund_no}",
             )
     except ProviderRejected as error:
-        _settle(stray=stray, status=RefundAttemptStatus.FAILED, code=error.code)
+        _settle(stray=stray, status=RefundAttemptStatus.FAILED, code=error.code or "rejected")
         return RefundAttemptStatus.FAILED
     except ProviderOutcomeUnknown as error:
         logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
@@ -137,22 +150,76 @@ def _apply(*, stray: StrayCapture, account: RefundResult) -> str:
 def _settle(
     *, stray: StrayCapture, status: str, refund_id: str | None = None, code: str = ""
 ) -> None:
-    # Conditional: a SUCCEEDED refund is final, whatever a slower runner saw.
-    StrayCapture.objects.filter(pk=stray.pk).exclude(
+    # Conditional: a SUCCEEDED refund is final, whatever a slower runner saw; and an
+    # answer about attempt n never settles attempt n + 1 another runner started.
+    now = timezone.now()
+    StrayCapture.objects.filter(pk=stray.pk, refund_no=stray.refund_no).exclude(
         refund_status=RefundAttemptStatus.SUCCEEDED
     ).update(
         refund_status=status,
         refund_id=refund_id,
         failure_code=code[:64],
-        refunded_at=timezone.now() if status == RefundAttemptStatus.SUCCEEDED else None,
+        refunded_at=now if status == RefundAttemptStatus.SUCCEEDED else None,
+        next_refund_at=(
+            now + timedelta(seconds=_decline_backoff_s(stray.refund_attempts))
+            if status == RefundAttemptStatus.FAILED
+            else None
+        ),
     )
     stray.refresh_from_db()
 
 
+def _decline_backoff_s(declined: int) -> float:
+    """How long after ``declined`` declines the next refund attempt is sent."""
+    return backoff_delay_s(
+        attempt=declined,
+        base_s=settings.RECONCILE_BACKOFF_BASE_S,
+        cap_s=settings.RECONCILE_BACKOFF_CAP_S,
+    )
+
+
+def stray_refund_restart(*, stray: StrayCapture) -> bool:
+    """Start the next refund attempt of a stray capture whose last one was declined,
+    once its backoff is over: a new reference, PENDING. True if this runner started it.
+
+    One conditional UPDATE on the attempt number: of two runners, one moves it.
+    """
+    started = (
+        StrayCapture.objects.filter(
+            pk=stray.pk,
+            refund_status=RefundAttemptStatus.FAILED,
+            refund_attempts=stray.refund_attempts,
+            next_refund_at__lte=timezone.now(),
+        ).update(
+            refund_no=stray_refund_no(stray.trade_no, stray.refund_attempts + 1),
+            refund_attempts=stray.refund_attempts + 1,
+            refund_status=RefundAttemptStatus.PENDING,
+            refund_id=None,
+            failure_code="",
+            next_refund_at=None,
+        )
+        == 1
+    )
+    stray.refresh_from_db()
+    if started:
+        logger.warning(
+            "stray capture %s: refund declined, attempt %s as %s",
+            stray.trade_no,
+            stray.refund_attempts,
+            stray.refund_no,
+        )
+    return started
+
+
 def strays_unrefunded() -> list[StrayCapture]:
-    """Stray captures whose refund is not settled yet (a declined one is final there:
-    the provider answers the same reference the same way; the audit reports it)."""
-    return list(StrayCapture.objects.filter(refund_status__in=UNSETTLED_REFUND_STATUSES))
+    """Stray captures whose refund is not settled yet, and those whose declined refund
+    is due for its next attempt. Few by nature (read off the whole table)."""
+    return list(
+        StrayCapture.objects.filter(
+            Q(refund_status__in=UNSETTLED_REFUND_STATUSES)
+            | Q(refund_status=RefundAttemptStatus.FAILED, next_refund_at__lte=timezone.now())
+        ).order_by("pk")
+    )
 
 
 def stray_notifications_resolve() -> int:

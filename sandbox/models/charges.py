@@ -106,8 +106,10 @@ class Charge(models.Model):
 class Refund(models.Model):
     """One merchant refund (``out_refund_no``) of a charge, and its final outcome.
 
-    Written once, already settled, and never changed. A DECLINED refund moved no
-    money; its amount is what was asked for. ``currency`` is the charge's, so it is
+    Written once, already settled, and never changed, but for one case: a refund
+    declined under ``late_success`` (``late_success_at`` set) becomes SUCCESS
+    once, later (services.late_success). A DECLINED refund moved no money; its
+    amount is what was asked for. ``currency`` is the charge's, so it is
     NULL only for a declined refund of a CLOSED fence (whose terms are unknown).
     """
 
@@ -124,6 +126,8 @@ class Refund(models.Model):
     notify_url = models.TextField()
     decline_reason = models.CharField(max_length=32, null=True, blank=True)  # noqa: DJ001
     refunded_at = models.DateTimeField(null=True, blank=True)
+    # late_success: when this DECLINED refund is to succeed (cleared when it is tried).
+    late_success_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -43,12 +43,6 @@ class Fault(models.Model):
             models.UniqueConstraint(
                 fields=["mode", "target"], name="sandbox_fault_mode_target_unique"
             ),
-            # A refund is answered at once; only a charge can be declined now and
-            # succeed later (asynchronous payment methods).
-            models.CheckConstraint(
-                condition=~Q(mode="late_success") | Q(target="charge"),
-                name="sandbox_fault_late_success_charges_only",
-            ),
             models.CheckConstraint(
                 condition=Q(remaining__gte=0), name="sandbox_fault_remaining_gte_0"
             ),

@@ -11,6 +11,11 @@ It succeeds even if the merchant closed the attempt meanwhile: closing a
 DECLINED charge changes nothing (services.charges.charge_close), just as a
 real provider's close cannot recall money a payer already sent. That is the
 orphaned capture the shop must account for (refund it, or roll forward).
+
+Refunds too (``target: refund``): a refund answered DECLINED now goes through
+after the delay — the charge's refundable rest taken then, the wallet credited,
+SUCCESS notified — unless the charge has no such rest left by then (another
+refund came first): then it stays DECLINED, for that reason, and nothing moves.
 """
 
 from __future__ import annotations
@@ -18,10 +23,14 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from sandbox.models import Charge
-from sandbox.services.declines import DECLINE_INSUFFICIENT_FUNDS
-from sandbox.services.notifications import charge_notifications_schedule
-from sandbox.services.wallets import wallet_debit
+from sandbox.models import Charge, Refund
+from sandbox.services.declines import DECLINE_EXCEEDS_REFUNDABLE, DECLINE_INSUFFICIENT_FUNDS
+from sandbox.services.faults import NO_FAULTS
+from sandbox.services.notifications import (
+    charge_notifications_schedule,
+    refund_notifications_schedule,
+)
+from sandbox.services.wallets import wallet_credit, wallet_debit
 
 
 def late_success_enqueue(*, charge_id: int, countdown: float) -> None:
@@ -79,3 +88,58 @@ def late_success_settle(*, charge_id: int) -> Charge | None:
         charge.refresh_from_db()
         charge_notifications_schedule(charge=charge)
         return charge
+
+
+def refund_late_success_enqueue(*, refund_id: int, countdown: float) -> None:
+    """Hand a refund's late success to Celery (after its declined row committed)."""
+    from sandbox.tasks import settle_refund_late_success
+
+    settle_refund_late_success.apply_async(args=(refund_id,), countdown=countdown)
+
+
+def refund_late_success_schedule(*, refund: Refund) -> None:
+    """Enqueue the late success of ``refund`` once its transaction commits (robust, as
+    for a charge: a lost enqueue leaves the refund DECLINED, the truth GET shows)."""
+    assert refund.late_success_at is not None
+    countdown = max(0.0, (refund.late_success_at - timezone.now()).total_seconds())
+
+    def enqueue_refund_late_success() -> None:
+        refund_late_success_enqueue(refund_id=refund.pk, countdown=countdown)
+
+    transaction.on_commit(enqueue_refund_late_success, robust=True)
+
+
+def refund_late_success_settle(*, refund_id: int) -> Refund | None:
+    """Make a refund's scheduled late success happen. None when already done.
+
+    One transaction: claim (clear the marker), take the amount from the charge's
+    refundable rest (the conditional UPDATE every refund uses), credit the
+    wallet, DECLINED -> SUCCESS and its notification. The charge row is locked
+    before the wallet, as for any refund.
+    """
+    # Imported here: services.refunds schedules this module's work, so imports it.
+    from sandbox.services.refunds import charge_take_refund
+
+    with transaction.atomic():
+        claimed = Refund.objects.filter(
+            pk=refund_id, status=Refund.Status.DECLINED, late_success_at__isnull=False
+        ).update(late_success_at=None)
+        if not claimed:
+            return None
+        refund = Refund.objects.select_related("charge").get(pk=refund_id)
+        charge = refund.charge
+        if not charge_take_refund(charge=charge, amount=refund.amount):
+            Refund.objects.filter(pk=refund_id).update(decline_reason=DECLINE_EXCEEDS_REFUNDABLE)
+            refund.refresh_from_db()
+            return refund
+        assert charge.wallet_id is not None  # a refundable charge has its terms
+        wallet_credit(wallet_id=charge.wallet_id, amount=refund.amount)
+        Refund.objects.filter(pk=refund_id, status=Refund.Status.DECLINED).update(
+            status=Refund.Status.SUCCESS,
+            refunded_at=timezone.now(),
+            decline_reason=None,
+            currency=charge.currency,
+        )
+        refund.refresh_from_db()
+        refund_notifications_schedule(refund=refund, faults=NO_FAULTS)
+        return refund

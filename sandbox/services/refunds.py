@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.db.models import F
 from django.utils import timezone
@@ -32,10 +33,12 @@ from sandbox.serializers import refund_json
 from sandbox.services.declines import (
     DECLINE_CHARGE_NOT_REFUNDABLE,
     DECLINE_EXCEEDS_REFUNDABLE,
+    DECLINE_PENDING,
     DECLINE_SCRIPTED,
 )
 from sandbox.services.faults import AppliedFaults
 from sandbox.services.idempotency import Answer, create_once, fingerprint, record_insert
+from sandbox.services.late_success import refund_late_success_schedule
 from sandbox.services.notifications import refund_notifications_schedule
 from sandbox.services.wallets import wallet_credit
 
@@ -55,7 +58,7 @@ def _new_refund_id() -> str:
     return "R" + secrets.token_hex(10).upper()
 
 
-def _charge_take_refund(*, charge: Charge, amount: int) -> bool:
+def charge_take_refund(*, charge: Charge, amount: int) -> bool:
     """Count ``amount`` against the charge if it is SUCCESS and has that much left."""
     return bool(
         Charge.objects.filter(
@@ -69,9 +72,14 @@ def _charge_take_refund(*, charge: Charge, amount: int) -> bool:
 def _settle(*, terms: RefundTerms, charge: Charge, faults: AppliedFaults) -> Refund:
     """Decide the outcome, move the money, and write the refund row: all or nothing."""
     status, reason, refunded_at = Refund.Status.SUCCESS, None, timezone.now()
+    late_success_at: datetime | None = None
     if faults.decline:
         status, reason = Refund.Status.DECLINED, DECLINE_SCRIPTED
-    elif _charge_take_refund(charge=charge, amount=terms.amount):
+    elif faults.late_success_delay_s is not None:
+        # Declined now, nothing taken from the charge; late_success succeeds it later.
+        status, reason = Refund.Status.DECLINED, DECLINE_PENDING
+        late_success_at = timezone.now() + timedelta(seconds=faults.late_success_delay_s)
+    elif charge_take_refund(charge=charge, amount=terms.amount):
         assert charge.wallet_id is not None  # a SUCCESS charge has its terms
         wallet_credit(wallet_id=charge.wallet_id, amount=terms.amount)
     else:
@@ -93,6 +101,7 @@ def _settle(*, terms: RefundTerms, charge: Charge, faults: AppliedFaults) -> Ref
         notify_url=terms.notify_url,
         decline_reason=reason,
         refunded_at=refunded_at if status == Refund.Status.SUCCESS else None,
+        late_success_at=late_success_at,
     )
 
 
@@ -128,6 +137,8 @@ def _finish(*, key: str, terms: RefundTerms, refund: Refund, faults: AppliedFaul
     body = refund_json(refund)
     record_insert(key=key, fingerprint=fingerprint(terms), refund=refund, body=body)
     refund_notifications_schedule(refund=refund, faults=faults)
+    if refund.late_success_at is not None:
+        refund_late_success_schedule(refund=refund)
     return Answer(body=body, replayed=False)
 
 

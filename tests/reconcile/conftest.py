@@ -28,6 +28,16 @@ def due_at_once(settings) -> None:
 
 
 @pytest.fixture
+def quick_backoff(settings) -> None:
+    """Due at once, and a reconciler's backoff of seconds: the first retry waits 0.5
+    to 1 s, the later ones up to 2 s."""
+    settings.RECONCILE_AFTER_S = 0
+    settings.FULFIL_SWEEP_AFTER_S = 0
+    settings.RECONCILE_BACKOFF_BASE_S = 1
+    settings.RECONCILE_BACKOFF_CAP_S = 2
+
+
+@pytest.fixture
 def hanging_provider() -> Iterator[str]:
     """A provider URL that accepts connections and never answers (a read timeout)."""
     listener = socket.socket()

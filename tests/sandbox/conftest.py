@@ -135,6 +135,7 @@ def arm(staff: APIClient) -> Callable[..., Any]:
 class Enqueued:
     calls: list[tuple[int, float]] = field(default_factory=list)
     late_successes: list[tuple[int, float]] = field(default_factory=list)
+    refund_late_successes: list[tuple[int, float]] = field(default_factory=list)
     real: Callable[..., None] = notifications.notification_enqueue
 
     def record(self, *, notification_id: int, countdown: float) -> None:
@@ -143,12 +144,18 @@ class Enqueued:
     def record_late_success(self, *, charge_id: int, countdown: float) -> None:
         self.late_successes.append((charge_id, countdown))
 
+    def record_refund_late_success(self, *, refund_id: int, countdown: float) -> None:
+        self.refund_late_successes.append((refund_id, countdown))
+
 
 @pytest.fixture(autouse=True)
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> Enqueued:
     recorder = Enqueued()
     monkeypatch.setattr(notifications, "notification_enqueue", recorder.record)
     monkeypatch.setattr(late_success, "late_success_enqueue", recorder.record_late_success)
+    monkeypatch.setattr(
+        late_success, "refund_late_success_enqueue", recorder.record_refund_late_success
+    )
     return recorder
 
 
