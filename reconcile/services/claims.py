@@ -57,6 +57,16 @@ def backoff_delay_s(
     return window / 2 + rand() * window / 2
 
 
+def reconcile_backoff_s(attempt: int) -> float:
+    """The reconciler's wait after ``attempt`` failed tries (or declines) of one row:
+    ``backoff_delay_s`` with RECONCILE_BACKOFF_BASE_S and RECONCILE_BACKOFF_CAP_S."""
+    return backoff_delay_s(
+        attempt=attempt,
+        base_s=settings.RECONCILE_BACKOFF_BASE_S,
+        cap_s=settings.RECONCILE_BACKOFF_CAP_S,
+    )
+
+
 def claim_due(model: type[R], *, statuses: Sequence[str], now: datetime, limit: int) -> list[R]:
     """Lease up to ``limit`` due rows of ``model`` to this runner; return them.
 
@@ -103,12 +113,7 @@ def retry_later(
     model: type[models.Model], *, row: Reconcilable, statuses: Sequence[str], now: datetime
 ) -> None:
     """Count the failed try and put the row back after a backoff (if still in ``statuses``)."""
-    attempt = row.reconcile_attempts + 1
-    delay = backoff_delay_s(
-        attempt=attempt,
-        base_s=settings.RECONCILE_BACKOFF_BASE_S,
-        cap_s=settings.RECONCILE_BACKOFF_CAP_S,
-    )
+    delay = reconcile_backoff_s(row.reconcile_attempts + 1)
     model._default_manager.filter(pk=row.pk, status__in=statuses).update(
         reconcile_attempts=F("reconcile_attempts") + 1,
         next_reconcile_at=now + timedelta(seconds=delay),

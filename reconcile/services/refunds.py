@@ -44,7 +44,7 @@ from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_prov
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
 from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
-from reconcile.services.claims import backoff_delay_s, drain, retry_later
+from reconcile.services.claims import drain, reconcile_backoff_s, retry_later
 from reconcile.services.completion import complete_requests_for
 
 logger = logging.getLogger(__name__)
@@ -118,15 +118,6 @@ def refund_reconcile(*, refund: Refund, provider: PaymentProvider) -> RefundReso
     raise AssertionError(f"unexpected settlement {settled.outcome}")  # pragma: no cover
 
 
-def _decline_backoff_s(declined: int) -> float:
-    """How long after ``declined`` declines of an orphan refund the next one is sent."""
-    return backoff_delay_s(
-        attempt=declined,
-        base_s=settings.RECONCILE_BACKOFF_BASE_S,
-        cap_s=settings.RECONCILE_BACKOFF_CAP_S,
-    )
-
-
 def _retry_later(*, refund: Refund) -> None:
     retry_later(Refund, row=refund, statuses=UNSETTLED_REFUND_STATUSES, now=timezone.now())
 
@@ -155,7 +146,7 @@ def run_once(
     """Restart declined orphan refunds, then reconcile every due refund attempt."""
     provider = provider or get_provider()
     restarted = sum(
-        orphan_refund_start(payment_id=payment_id, retry_delay_s=_decline_backoff_s) is not None
+        orphan_refund_start(payment_id=payment_id, retry_delay_s=reconcile_backoff_s) is not None
         for payment_id in payments_orphaned_without_refund()
     )
     counts = drain(

@@ -39,7 +39,7 @@ from payments.providers import (
     RefundStatus,
 )
 from reconcile.models import SANDBOX, StrayCapture
-from reconcile.services.claims import backoff_delay_s
+from reconcile.services.claims import reconcile_backoff_s
 
 logger = logging.getLogger(__name__)
 
@@ -161,21 +161,12 @@ def _settle(
         failure_code=code[:64],
         refunded_at=now if status == RefundAttemptStatus.SUCCEEDED else None,
         next_refund_at=(
-            now + timedelta(seconds=_decline_backoff_s(stray.refund_attempts))
+            now + timedelta(seconds=reconcile_backoff_s(stray.refund_attempts))
             if status == RefundAttemptStatus.FAILED
             else None
         ),
     )
     stray.refresh_from_db()
-
-
-def _decline_backoff_s(declined: int) -> float:
-    """How long after ``declined`` declines the next refund attempt is sent."""
-    return backoff_delay_s(
-        attempt=declined,
-        base_s=settings.RECONCILE_BACKOFF_BASE_S,
-        cap_s=settings.RECONCILE_BACKOFF_CAP_S,
-    )
 
 
 def stray_refund_restart(*, stray: StrayCapture) -> bool:
