@@ -37,8 +37,8 @@ from bench.database import database_name, libpq_uri
 from chaos.deployment import Deployment
 from chaos.history import History
 
-# Every charge fault mode of the sandbox (DESIGN.md 5) and the ones a refund takes.
-CHARGE_MODES = [
+# Every fault mode of the sandbox (DESIGN.md 5); each takes a charge or a refund.
+FAULT_MODES = [
     "decline",
     "error_before_commit",
     "error_after_commit",
@@ -48,7 +48,6 @@ CHARGE_MODES = [
     "callback_drop",
     "late_success",
 ]
-REFUND_MODES = [mode for mode in CHARGE_MODES if mode != "late_success"]
 # A pause between two faults is drawn from this range (seconds); --pace scales it.
 PAUSE_S = (1.0, 4.0)
 # Relative weights: provider faults are the cheapest and most varied, kills of whole
@@ -185,9 +184,8 @@ class Nemesis:
 
     def provider_faults(self) -> dict[str, Any]:
         target = self.rng.choice(["charge", "charge", "refund"])
-        modes = REFUND_MODES if target == "refund" else CHARGE_MODES
         armed = []
-        for mode in self.rng.sample(modes, self.rng.choice([1, 1, 2, 3])):
+        for mode in self.rng.sample(FAULT_MODES, self.rng.choice([1, 1, 2, 3])):
             fault = {"mode": mode, "target": target, "count": self.rng.randint(1, 5)}
             if mode in ("timeout_after_commit", "late_success", "callback_shuffle"):
                 # Past the shop's provider timeout (2 s) for a timeout; a late
