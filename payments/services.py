@@ -95,7 +95,9 @@ def payment_mark_unknown(*, payment_id: int) -> bool:
     )
 
 
-def _fulfilment_enqueue(order_id: int) -> Callable[[], None]:
+def fulfilment_enqueue(order_id: int) -> Callable[[], None]:
+    """The hook that asks a worker to ship a newly PAID order (for ``on_commit``)."""
+
     # A named function, not a partial: Django logs a robust hook's failure by the
     # callable's __qualname__, which a partial does not have.
     def enqueue_fulfil_order() -> None:
@@ -215,7 +217,7 @@ def _settle(*, payment_id: int, result: ChargeResult, confirmed: bool) -> Settle
         # rollback took back. At-least-once: the task is safe to run twice.
         # Robust: once committed, the payment succeeded whatever the broker says;
         # a lost message is logged and the fulfil sweep ships the order later.
-        transaction.on_commit(_fulfilment_enqueue(order.pk), robust=True)
+        transaction.on_commit(fulfilment_enqueue(order.pk), robust=True)
     for name, value in changes.items():
         setattr(payment, name, value)
     return SettleResult(Settlement.APPLIED, payment)
