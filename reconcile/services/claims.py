@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -119,12 +119,13 @@ def drain(
     model: type[R],
     *,
     statuses: Sequence[str],
-    resolve: Callable[[R, Any], str],
     settled: frozenset[str],
     complete: Callable[[list[int]], int],
     batch_size: int,
     budget_s: float,
     clock: Callable[[], float],
+    resolve: Callable[[R, Any], str] | None = None,
+    resolve_batch: Callable[[list[tuple[R, Any]]], list[str]] | None = None,
     ask: Callable[[R], Any] | None = None,
     concurrency: int = 1,
 ) -> Counter[str]:
@@ -132,34 +133,59 @@ def drain(
 
     ``ask`` (optional) puts a batch's questions to the provider, up to
     ``concurrency`` at once, in threads that touch no database: nothing is locked
-    or open while they wait. ``resolve`` then applies each row's answer (None
-    without ``ask``) in this thread and returns what it did (a counter name); rows
-    whose outcome is in ``settled`` are final, and ``complete`` then finishes the
-    requests that made them (returning how many). Rows claimed but not reached in
-    time are handed back, due again at once.
+    or open while they wait. The answers (None without ``ask``) are then applied
+    in this thread, by one of:
+
+    - ``resolve``: each row's answer as it arrives, returning what it did (a
+      counter name);
+    - ``resolve_batch``: the batch's answers together, once all are in (or time
+      is up), returning what it did for each row, in order.
+
+    Rows whose outcome is in ``settled`` are final, and ``complete`` then
+    finishes the requests that made them (returning how many). Rows claimed but
+    not reached in time are handed back, due again at once.
     """
+    if (resolve is None) == (resolve_batch is None):
+        raise TypeError("drain needs exactly one of resolve and resolve_batch")
     deadline = clock() + budget_s
     counts: Counter[str] = Counter()
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        while clock() < deadline:
+
+        def claim_and_ask() -> tuple[list[R], Iterable[Any]]:
             batch = claim_due(model, statuses=statuses, now=timezone.now(), limit=batch_size)
-            if not batch:
-                break
             counts["claimed"] += len(batch)
-            # Lazily, in batch order: the first answers are applied while later
-            # questions are still out. (A question whose row is then handed back is
-            # asked again next time: reads and fences are safe to repeat.)
-            answers = pool.map(_answer_or_error(ask), batch) if ask else [None] * len(batch)
-            settled_ids: list[int] = []
+            # Every question goes out now; the answers are read lazily, in batch
+            # order, so the first are applied (or collected) while later ones are
+            # still out. (A question whose row is then handed back is asked again
+            # next time: reads and fences are safe to repeat.)
+            return batch, (pool.map(_answer_or_error(ask), batch) if ask else [None] * len(batch))
+
+        batch, answers = claim_and_ask() if clock() < deadline else ([], [])
+        while batch:
+            outcomes: list[tuple[R, str]] = []
+            collected: list[tuple[R, Any]] = []
+            in_time = True
             for index, (row, answer) in enumerate(zip(batch, answers, strict=True)):
                 if clock() >= deadline:
                     counts["handed_back"] += hand_back(model, rows=batch[index:])  # type: ignore[arg-type]
+                    in_time = False
                     break
-                outcome = resolve(row, answer)
+                if resolve is not None:
+                    outcomes.append((row, resolve(row, answer)))
+                else:
+                    collected.append((row, answer))
+            # The next batch's questions are out while this one is settled and its
+            # requests finished: the provider is kept busy, the database work hidden
+            # behind its answers. (Its rows are leased already, so nobody else asks.)
+            batch, answers = claim_and_ask() if in_time and clock() < deadline else ([], [])
+            if resolve_batch is not None and collected:
+                done = resolve_batch(collected)
+                outcomes += zip([row for row, _ in collected], done, strict=True)
+            for _, outcome in outcomes:
                 counts[outcome] += 1
-                if outcome in settled:
-                    settled_ids.append(row.pk)
-            counts["completed"] += complete(settled_ids)
+            counts["completed"] += complete(
+                [row.pk for row, outcome in outcomes if outcome in settled]
+            )
     return counts
 
 
