@@ -17,7 +17,7 @@ the settle services are conditional and settle each attempt once.
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -160,24 +160,29 @@ def drain(
             # next time: reads and fences are safe to repeat.)
             return batch, (pool.map(_answer_or_error(ask), batch) if ask else [None] * len(batch))
 
-        batch, answers = claim_and_ask() if clock() < deadline else ([], [])
-        while batch:
+        # The batches whose questions are out, oldest first: the one being read, and
+        # the next one, claimed and asked before this one's answers are read. The
+        # askers move on to it as this one's last answers come in, and it is answered
+        # while this one is settled and its requests finished: the provider is kept
+        # busy, the database work hidden behind its answers. (Its rows are leased
+        # already, so nobody else asks about them.)
+        out = deque([claim_and_ask()]) if clock() < deadline else deque()
+        while out and out[0][0]:
+            batch, answers = out.popleft()
+            if (ahead := claim_and_ask())[0]:
+                out.append(ahead)
             outcomes: list[tuple[R, str]] = []
             collected: list[tuple[R, Any]] = []
-            in_time = True
             for index, (row, answer) in enumerate(zip(batch, answers, strict=True)):
                 if clock() >= deadline:
-                    counts["handed_back"] += hand_back(model, rows=batch[index:])  # type: ignore[arg-type]
-                    in_time = False
+                    for rows in (batch[index:], *(rows for rows, _ in out)):
+                        counts["handed_back"] += hand_back(model, rows=rows)  # type: ignore[arg-type]
+                    out.clear()
                     break
                 if resolve is not None:
                     outcomes.append((row, resolve(row, answer)))
                 else:
                     collected.append((row, answer))
-            # The next batch's questions are out while this one is settled and its
-            # requests finished: the provider is kept busy, the database work hidden
-            # behind its answers. (Its rows are leased already, so nobody else asks.)
-            batch, answers = claim_and_ask() if in_time and clock() < deadline else ([], [])
             if resolve_batch is not None and collected:
                 done = resolve_batch(collected)
                 outcomes += zip([row for row, _ in collected], done, strict=True)
