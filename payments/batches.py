@@ -43,7 +43,7 @@ from django.utils import timezone
 from orders.models import Order
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
 from payments.providers import ChargeResult, ChargeStatus
-from payments.services import CLOSED_BY_RECONCILIATION, fulfilment_enqueue
+from payments.services import CLOSED_BY_RECONCILIATION, fulfilment_enqueue_many
 
 _PAYMENTS = Payment._meta.db_table
 _ORDERS = Order._meta.db_table
@@ -191,7 +191,8 @@ def _book_captures(captures: list[tuple[Payment, ChargeResult]], *, now: datetim
         # in a batch would be the only way here, and the ledger's index stops that
         # first. Never half-applied: roll the batch back, settle one by one.
         raise BatchNotApplied(f"{len(captures) - len(paid)} order(s) could not become PAID")
-    for payment, _ in captures:
-        # As the single settle: only after COMMIT, and robust (the sweep ships an
-        # order whose message was lost).
-        transaction.on_commit(fulfilment_enqueue(payment.order_id), robust=True)
+    # As the single settle: only after COMMIT, and robust (the sweep ships an order
+    # whose message was lost). One message for the batch: a message per order was a
+    # broker round trip each, in the pass's one thread.
+    order_ids = [payment.order_id for payment, _ in captures]
+    transaction.on_commit(fulfilment_enqueue_many(order_ids), robust=True)

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
-from orders.tasks import fulfil_order
+from orders.tasks import fulfil_order, fulfil_orders
 from payments.errors import OrderNotPayable
 from payments.models import (
     LIVE_STATUSES,
@@ -104,6 +104,15 @@ def fulfilment_enqueue(order_id: int) -> Callable[[], None]:
         fulfil_order.delay(order_id)
 
     return enqueue_fulfil_order
+
+
+def fulfilment_enqueue_many(order_ids: list[int]) -> Callable[[], None]:
+    """``fulfilment_enqueue`` for many orders that became PAID together: one message."""
+
+    def enqueue_fulfil_orders() -> None:
+        fulfil_orders.delay(order_ids)
+
+    return enqueue_fulfil_orders
 
 
 class Settlement(enum.Enum):

@@ -24,9 +24,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from idempotency.models import IdempotencyKey
-from orders.models import Order
+from orders.models import Order, Shipment
 from orders.serializers import order_representation
 from orders.services import LineRequest, order_create
+from orders.tasks import fulfil_orders
 from payments.flows import PayPoint
 from payments.models import LedgerEntry, Payment
 from payments.providers import (
@@ -306,6 +307,32 @@ def test_two_batched_passes_at_once_settle_each_attempt_once(
     assert finished.count() == 24
     assert sum(p.completed for p in passes) == 24  # each request finished once
     connections.close_all()
+
+
+# --- The orders a batch paid are shipped ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_orders_a_batch_paid_are_shipped_once_by_its_one_message(
+    worker, left_unknown, due_at_once
+):
+    charged = [left_unknown(provider_did="charge") for _ in range(4)]
+
+    assert reconcile_payments.run_once().rolled_forward == 4
+
+    # One message for the batch, consumed by a real worker: each order shipped once
+    orders = [left.payment.order_id for left in charged]
+    shipped = Shipment.objects.filter(order_id__in=orders)
+    worker.wait_for(lambda: shipped.count() == 4, what="the batch's shipments")
+    fulfil_orders.delay(orders)  # a redelivered message, or a doubled enqueue
+    worker.wait_for(lambda: _runs(worker, "fulfil_orders") == 2, what="the extra run")
+    assert sorted(shipped.values_list("order_id", flat=True)) == sorted(orders)
+    assert _runs(worker, "fulfil_order") == 0  # no message per order
+
+
+def _runs(worker, task: str) -> int:
+    """How many runs of ``orders.tasks.<task>`` the worker finished."""
+    return sum(f"orders.tasks.{task}[" in line and "succeeded" in line for line in worker.log)
 
 
 # --- A batch that fails as a whole ---------------------------------------------------------------
