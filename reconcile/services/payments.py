@@ -68,8 +68,10 @@ logger = logging.getLogger(__name__)
 
 # Attempts per claim. Each costs one or two provider calls (tens of ms when the
 # provider is healthy, PROVIDER_TIMEOUT_S when it hangs): 50 keeps a batch short
-# enough that its lease (RECONCILE_LEASE_S) covers it even when every call times
-# out, and large enough that the claim statement is a small share of the work.
+# enough that its lease (RECONCILE_LEASE_S) covers it and the next one (claimed
+# while it is read) even when every call times out, RECONCILE_CONCURRENCY at a
+# time; and large enough that the batch's 16 statements (claim, settlement,
+# completion) are a third of a statement per attempt.
 BATCH_SIZE = 50
 # The pass budget's clock (a module attribute, so a test can make time run out).
 _monotonic = time.monotonic
