@@ -111,6 +111,8 @@ def _metric_value(metric: Metric) -> str:
         return "n/a"
     if metric.unit in ("x", "ms"):
         return f"{fmt(metric.value, 2)}{'x' if metric.unit == 'x' else ' ms'}"
+    if metric.unit == "fine":  # small counts that are not whole (statements per attempt)
+        return fmt(metric.value, 3)
     return fmt(metric.value, 0)
 
 

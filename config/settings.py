@@ -209,9 +209,9 @@ RECONCILE_BACKOFF_CAP_S = env_int("RECONCILE_BACKOFF_CAP_S", 3600)
 RECONCILE_PASS_BUDGET_S = env_int("RECONCILE_PASS_BUDGET_S", 240)
 # Provider questions the reconciler asks at once (query, close), each on its own
 # kept-alive connection, none while holding a transaction or a row lock. Bounded:
-# the provider is a third party with its own limits. 16 made a pass 1.6x faster than
-# one at a time in `make bench` (docs/benchmarks.md); beyond that, applying the
-# answers (one thread) is the bound, not the provider.
+# the provider is a third party with its own limits. Since answers are settled a
+# batch at a time, 16 at once makes a pass about 2x faster than one at a time in
+# `make bench` (docs/benchmarks.md); beyond that, on 2 cores, CPU is the bound.
 RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
 # The single-runner lock outlives the longest pass (the task's hard time limit) with
 # a margin, so it never expires under a live runner; a killed runner's lock frees

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,7 +49,7 @@ from idempotency.errors import (
     UnknownRecoveryPoint,
 )
 from idempotency.models import IdempotencyKey, RecoveryPoint
-from idempotency.sql import record_find, record_insert
+from idempotency.sql import FinalAnswer, record_find, record_insert, records_finish
 from observability.tracking import lock_taken_over
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "canonical_json",
     "execute",
     "fingerprint",
+    "finish_abandoned",
     "release",
     "resume",
     "single_phase",
@@ -454,6 +455,41 @@ def resume(record: IdempotencyKey, flow: Callable[[IdempotencyKey], None]) -> No
     if not record.is_finished:
         _release(record)
         raise RuntimeError(f"flow returned at recovery point {record.recovery_point!r}")
+
+
+def finish_abandoned(answers: Mapping[int, Respond], *, recovery_point: str) -> set[int]:
+    """Store final answers in many abandoned records at once: the completer's batch way.
+
+    ``answers``: record id -> the ``Respond`` its flow would end with from
+    ``recovery_point``. A record is finished only if it is still there, names the
+    answer's resource, and no live request holds it (free, or older than
+    IDEMPOTENCY_LOCK_TIMEOUT: the condition of ``acquire_abandoned``). Then it gets
+    exactly what a flow's final phase writes (``_apply``), in one statement for the
+    whole batch. Returns the ids finished; the others are left as they were (a
+    client retry holds one and finishes it itself). Run it in the transaction that
+    read what the answers say, as a phase would.
+    """
+    now = timezone.now()
+    final = []
+    for record_id, answer in answers.items():
+        assert answer.resource_id is not None, "a batch answer names what it is about"
+        final.append(
+            FinalAnswer(
+                record_id=record_id,
+                status=answer.status,
+                body=answer_json(answer.body),
+                headers=json.dumps(answer.headers),
+                resource_type=answer.resource_type,
+                resource_id=answer.resource_id,
+            )
+        )
+    return records_finish(
+        final,
+        at_point=recovery_point,
+        finished=RecoveryPoint.FINISHED,
+        now=now,
+        stale_before=now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT),
+    )
 
 
 def release(record: IdempotencyKey) -> None:

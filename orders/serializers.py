@@ -1,5 +1,6 @@
 """The order representation: returned by the API and stored for replays."""
 
+from collections.abc import Collection
 from typing import Any
 
 from rest_framework import serializers
@@ -58,3 +59,13 @@ def order_representation(*, order_id: int) -> Any:
     """The order as the API shows it, read fresh (after a phase changed it)."""
     order = Order.objects.prefetch_related("lines", "payments", "refunds").get(pk=order_id)
     return OrderOutputSerializer(order).data
+
+
+def order_representations(*, order_ids: Collection[int]) -> dict[int, Any]:
+    """``order_representation`` of many orders, by id, in one read of each table."""
+    orders = list(
+        Order.objects.prefetch_related("lines", "payments", "refunds").filter(pk__in=order_ids)
+    )
+    # many=True: the serializer's fields are built once for the list, not once per order.
+    bodies = OrderOutputSerializer(orders, many=True).data
+    return {order.pk: body for order, body in zip(orders, bodies, strict=True)}

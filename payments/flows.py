@@ -19,8 +19,10 @@ reconciler does the same if the client never returns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
@@ -158,13 +160,23 @@ def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
             # Not applied and not guessed: the reconciler and the audit take it from here.
             raise PaymentOutcomeUnknown(reason=settled.reason)
         payment = settled.payment
+    body = partial(order_representation, order_id=payment.order_id)
+    answer = pay_answer(payment, order_body=body)
+    if answer is None:
+        raise PaymentOutcomeUnknown()
+    return answer
+
+
+def pay_answer(payment: Payment, *, order_body: Callable[[], Any]) -> Respond | None:
+    """The final answer of a pay whose attempt is settled (None while it is not).
+
+    ``order_body`` gives the paid order's representation: read here and now for one
+    request, or from one read for a whole batch (the reconciler's completer).
+    """
     match payment.status:
         case PaymentStatus.SUCCEEDED:
             return Respond(
-                status=200,
-                body=order_representation(order_id=payment.order_id),
-                resource_type="payment",
-                resource_id=payment.pk,
+                status=200, body=order_body(), resource_type="payment", resource_id=payment.pk
             )
         case PaymentStatus.ORPHANED:
             return _final_error(
@@ -177,7 +189,7 @@ def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
                 PaymentDeclined(payment=payment.out_trade_no, reason=payment.failure_code), payment
             )
         case _:
-            raise PaymentOutcomeUnknown()
+            return None
 
 
 class _CaptureNotApplied(Exception):

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
-from orders.tasks import fulfil_order
+from orders.tasks import fulfil_order, fulfil_orders
 from payments.errors import OrderNotPayable
 from payments.models import (
     LIVE_STATUSES,
@@ -95,13 +95,24 @@ def payment_mark_unknown(*, payment_id: int) -> bool:
     )
 
 
-def _fulfilment_enqueue(order_id: int) -> Callable[[], None]:
+def fulfilment_enqueue(order_id: int) -> Callable[[], None]:
+    """The hook that asks a worker to ship a newly PAID order (for ``on_commit``)."""
+
     # A named function, not a partial: Django logs a robust hook's failure by the
     # callable's __qualname__, which a partial does not have.
     def enqueue_fulfil_order() -> None:
         fulfil_order.delay(order_id)
 
     return enqueue_fulfil_order
+
+
+def fulfilment_enqueue_many(order_ids: list[int]) -> Callable[[], None]:
+    """``fulfilment_enqueue`` for many orders that became PAID together: one message."""
+
+    def enqueue_fulfil_orders() -> None:
+        fulfil_orders.delay(order_ids)
+
+    return enqueue_fulfil_orders
 
 
 class Settlement(enum.Enum):
@@ -215,7 +226,7 @@ def _settle(*, payment_id: int, result: ChargeResult, confirmed: bool) -> Settle
         # rollback took back. At-least-once: the task is safe to run twice.
         # Robust: once committed, the payment succeeded whatever the broker says;
         # a lost message is logged and the fulfil sweep ships the order later.
-        transaction.on_commit(_fulfilment_enqueue(order.pk), robust=True)
+        transaction.on_commit(fulfilment_enqueue(order.pk), robust=True)
     for name, value in changes.items():
         setattr(payment, name, value)
     return SettleResult(Settlement.APPLIED, payment)

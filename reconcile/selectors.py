@@ -42,6 +42,19 @@ def records_unfinished_for(*, resource_type: str, ids: Collection[int]) -> list[
     )
 
 
+def records_unfinished_of(*, resource_type: str, ids: Collection[int]) -> list[IdempotencyKey]:
+    """``records_unfinished_for``, the records themselves: what the completer needs of
+    them to finish a batch at once (where each stands, what it names, its route)."""
+    if not ids:
+        return []
+    return list(
+        IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED)
+        .filter(resource_type=resource_type, resource_id__in=list(ids))
+        .only("recovery_point", "resource_type", "resource_id", "method", "path")
+        .order_by("pk")
+    )
+
+
 def records_abandoned(*, stale_before: datetime, after_id: int, limit: int) -> list[int]:
     """Unfinished records whose lock is free or older than the lock timeout."""
     return list(

@@ -1,8 +1,9 @@
 """The fulfil sweep: a PAID order without a shipment gets one.
 
 Normally the shipment is made by ``orders.tasks.fulfil_order``, enqueued when
-the order becomes PAID. A message can still be lost (a broker flushed, a
-worker killed past its retries); this sweep is the safety net. It calls the
+the order becomes PAID (``fulfil_orders`` for a batch the reconciler settled).
+A message can still be lost (a broker flushed, a worker killed past its
+retries); this sweep is the safety net. It calls the
 same ``shipment_create``, whose unique order column makes a race with a late
 task (or a second sweep) harmless: one shipment per order, whoever comes first.
 """

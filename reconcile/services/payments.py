@@ -18,8 +18,15 @@ way (a retry, a slow provider) could succeed after we marked the attempt
 FAILED, and the customer would pay for an order we let them pay again.
 
 Then the request that made the attempt is finished through the completer (the
-same pay flow phases as a client retry), so the customer's retry with the same
-key replays the final answer: 200 with the order, or 402 ``payment-failed``.
+answer the pay flow's last phase would store, as a client retry would), so the
+customer's retry with the same key replays the final answer: 200 with the
+order, or 402 ``payment-failed``.
+
+A pass does this a batch at a time: the batch's questions go out at once (in
+threads, no transaction open), then its plain answers are settled together and
+its requests finished together, in a fixed number of statements per batch
+(``payment_answers_apply``, ``completion.complete_pay_requests``); anything
+unusual takes the one-by-one path below, unchanged.
 
 A success the shop cannot apply (the attempt was failed or fenced, the order
 is paid by another attempt, cancelled, expired or refunded, or the provider
@@ -39,9 +46,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from observability import context
+from payments.batches import BatchNotApplied, payment_settle_many
 from payments.models import UNSETTLED_STATUSES, Payment, PaymentStatus
 from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
@@ -52,16 +61,17 @@ from payments.providers import (
     get_provider,
 )
 from payments.services import Settlement, payment_settle
-from reconcile.selectors import PAYMENT_RESOURCE
 from reconcile.services.claims import drain, retry_later
-from reconcile.services.completion import complete_requests_for
+from reconcile.services.completion import complete_pay_requests
 
 logger = logging.getLogger(__name__)
 
 # Attempts per claim. Each costs one or two provider calls (tens of ms when the
 # provider is healthy, PROVIDER_TIMEOUT_S when it hangs): 50 keeps a batch short
-# enough that its lease (RECONCILE_LEASE_S) covers it even when every call times
-# out, and large enough that the claim statement is a small share of the work.
+# enough that its lease (RECONCILE_LEASE_S) covers it and the next one (claimed
+# while it is read) even when every call times out, RECONCILE_CONCURRENCY at a
+# time; and large enough that the batch's 16 statements (claim, settlement,
+# completion) are a third of a statement per attempt.
 BATCH_SIZE = 50
 # The pass budget's clock (a module attribute, so a test can make time run out).
 _monotonic = time.monotonic
@@ -209,6 +219,38 @@ def _apply_guarded(*, payment: Payment, answer: Answer) -> Resolution:
     return resolution
 
 
+def payment_answers_apply(answers: list[tuple[Payment, Answer]]) -> list[Resolution]:
+    """Settle a batch's answers: the plain ones together, every other one on its own.
+
+    The plain answers (the attempt's own success on an UNPAID order, a decline, a
+    fence) are applied in one transaction of a few statements
+    (``payments.batches.payment_settle_many``); whatever it leaves (unreachable,
+    conflicts, orphaned captures, attempts settled meanwhile) goes through
+    ``payment_answer_apply`` one by one, exactly as before. If the batch fails
+    as a whole, every answer goes that way, where a failure is one attempt's.
+    """
+    plain = [(payment, answer) for payment, answer in answers if isinstance(answer, ChargeResult)]
+    try:
+        settled = payment_settle_many(answers=plain)
+    except (DatabaseError, BatchNotApplied):
+        logger.exception("batch of %d answers not settled together; one by one", len(plain))
+        settled = {}
+    resolutions = []
+    for payment, answer in answers:
+        if payment.pk not in settled:
+            resolutions.append(_apply_guarded(payment=payment, answer=answer))
+            continue
+        resolution = (
+            Resolution.ROLLED_FORWARD
+            if settled[payment.pk].status == PaymentStatus.SUCCEEDED
+            else Resolution.ROLLED_BACK
+        )
+        with context.bound(out_trade_no=payment.out_trade_no):
+            logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
+        resolutions.append(resolution)
+    return resolutions
+
+
 def run_once(
     *,
     provider: PaymentProvider | None = None,
@@ -219,20 +261,20 @@ def run_once(
     """Reconcile every due attempt, batch by batch, until none is due or time is up.
 
     The provider is asked about a batch's attempts concurrently (RECONCILE_CONCURRENCY
-    at once, on kept-alive connections); the answers are then applied one by one,
-    each in its own short transaction, as before.
+    at once, on kept-alive connections, no transaction open); the batch's answers
+    are then settled together (``payment_answers_apply``) and the requests behind
+    them finished together (``complete_pay_requests``): a constant number of
+    statements per batch for the common outcomes, whatever its size.
     """
     provider = provider or get_provider()
     counts = drain(
         Payment,
         statuses=UNSETTLED_STATUSES,
         ask=lambda payment: payment_ask(payment, provider),
-        resolve=lambda payment, answer: _apply_guarded(payment=payment, answer=answer).value,
+        resolve_batch=lambda answers: [r.value for r in payment_answers_apply(answers)],
         concurrency=settings.RECONCILE_CONCURRENCY if concurrency is None else concurrency,
         settled=SETTLED,
-        complete=lambda ids: complete_requests_for(
-            resource_type=PAYMENT_RESOURCE, ids=ids, provider=provider
-        ),
+        complete=lambda ids: complete_pay_requests(payment_ids=ids, provider=provider),
         batch_size=batch_size,
         budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
         clock=_monotonic,
