@@ -10,8 +10,6 @@ the provider's query: SUCCEEDED, its ledger entry, the order's refunded amount.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from callbacks.models import ProviderNotification
@@ -19,17 +17,11 @@ from payments.models import LedgerEntry, Refund
 from reconcile.services.passes import pass_run_once
 from sandbox.models import Refund as ProviderRefund
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, run_until
-from tests.reconcile.test_orphaned_captures import ledger_net
+from tests.reconcile.test_orphaned_captures import ledger_net, quiet_worker  # noqa: F401 - autouse
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 LATE_S = 1.0
-
-
-@pytest.fixture(autouse=True)
-def quiet_worker(worker) -> Any:
-    yield worker
-    worker.wait_for(worker.idle, what="the worker to finish this test's deliveries")
 
 
 def test_a_customer_refund_declined_now_and_carried_out_later_is_booked(
