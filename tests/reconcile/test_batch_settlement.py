@@ -270,7 +270,6 @@ def test_the_statements_of_a_pass_grow_with_its_batches_not_its_attempts(
 
     assert counts.completed == attempts
     batches = math.ceil(attempts / 50)
-    print(f"{attempts} attempts: {len(captured)} statements ({len(captured) / attempts:.2f} each)")
     # One attempt at a time cost about 16 statements each; a batch costs that in all.
     assert len(captured) <= STATEMENTS_PER_BATCH * batches + 1, "\n".join(
         q["sql"][:120] for q in captured
