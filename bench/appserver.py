@@ -91,9 +91,15 @@ def _is_ready(port: int) -> bool:
 
 @contextmanager
 def gunicorn(
-    *, name: str, env: Mapping[str, str], log_dir: Path, bin_dir: str | None = None
+    *,
+    name: str,
+    env: Mapping[str, str],
+    log_dir: Path,
+    bin_dir: str | None = None,
+    cpus: frozenset[int] | None = None,
 ) -> Iterator[Server]:
-    """Run gunicorn until the block ends (normally, by error or by Ctrl-C)."""
+    """Run gunicorn until the block ends (normally, by error or by Ctrl-C); on ``cpus``
+    only when given (Linux CPU affinity, inherited by its workers)."""
     port, log_path = free_port(), log_dir / f"gunicorn-{name}.log"
 
     def failed(what: str) -> RuntimeError:
@@ -107,6 +113,7 @@ def gunicorn(
             env=dict(env),
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
         try:
             deadline = time.monotonic() + READY_TIMEOUT_S

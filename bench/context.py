@@ -70,12 +70,15 @@ class BenchContext:
         return Drive(self.options.clients, self.options.warmup_s, self.options.measure_s)
 
     @contextmanager
-    def server(self, name: str, **env: str) -> Iterator[Server]:
-        """A gunicorn on the bench database, with ``env`` overriding the defaults."""
+    def server(
+        self, name: str, *, cpus: frozenset[int] | None = None, **env: str
+    ) -> Iterator[Server]:
+        """A gunicorn on the bench database, with ``env`` overriding the defaults (and on
+        ``cpus`` only, when given)."""
         environment = app_env(
             database_url=self.database_url, redis_url=self.redis_url, overrides=env
         )
-        with gunicorn(name=name, env=environment, log_dir=self.out_dir) as server:
+        with gunicorn(name=name, env=environment, log_dir=self.out_dir, cpus=cpus) as server:
             yield server
 
     def measure(self, server: Server, name: str, label: str, factory: RequestFactory) -> Throughput:

@@ -102,13 +102,15 @@ def shop_and_provider(ctx: BenchContext, *, queue: str) -> Iterator[tuple[Server
     until PROVIDER_TIMEOUT_S: 503s and UNKNOWN attempts, not throughput (measured:
     5.7 pays/s, p95 4.9 s). A real provider has its own capacity.
     """
-    env = {"SANDBOX_WALLET_START": str(WALLET_START), "CELERY_QUEUE": queue}
-    with ctx.server("pay-provider", **env) as provider:
+    wallet = str(WALLET_START)
+    with ctx.server("pay-provider", SANDBOX_WALLET_START=wallet, CELERY_QUEUE=queue) as provider:
         # SHOP_BASE_URL stays the default on both servers: the notify_url the shop
         # sends is then on the provider's allow-list (SANDBOX_NOTIFY_URLS, empty:
         # SHOP_BASE_URL). No notification is delivered in the bench anyway.
         base = f"http://{HOST}:{provider.port}/sandbox"
-        with ctx.server("pay-shop", PROVIDER_BASE_URL=base, **env) as shop:
+        with ctx.server(
+            "pay-shop", PROVIDER_BASE_URL=base, SANDBOX_WALLET_START=wallet, CELERY_QUEUE=queue
+        ) as shop:
             yield shop, provider
 
 

@@ -17,6 +17,12 @@ Figures, in one run:
 * **SQL statements per attempt** of the passes over N and 5 x N: the same at
   both sizes (a batch costs a fixed number of statements, whatever its size).
 
+The provider is a third party on machines of its own; here it shares the bench
+machine. With two CPUs or more, its gunicorn runs on one CPU of its own and the
+reconciler (and the ceiling's clients) on the others, for the ceiling and the
+passes alike, so the pass never takes the provider's CPU to ask it questions.
+PostgreSQL is not pinned. On one CPU everything shares it, and the report says so.
+
 Runs as a registered suite (``SUITE``; add it to ``bench/suites.py``) or alone:
 
     python -m bench.reconcile_pass              # 10,000 and 50,000 attempts
@@ -268,7 +274,12 @@ def run_sized(ctx: BenchContext, *, attempts: int, limit_s: float) -> SuiteResul
     from reconcile.services import payments
 
     concurrency = settings.RECONCILE_CONCURRENCY
-    with ctx.server("reconcile-sandbox") as server, reconciler_settings(ctx.redis_url):
+    provider_cpus, own_cpus = split_cpus()
+    with (
+        ctx.server("reconcile-sandbox", cpus=provider_cpus) as server,
+        reconciler_settings(ctx.redis_url),
+        on_cpus(own_cpus),
+    ):
         provider = sandbox_provider(server.port)
         # Earlier suites share the bench database and may leave attempts unsettled
         # (the callback suite pre-creates more than it uses): settle them first, so
@@ -301,8 +312,45 @@ def run_sized(ctx: BenchContext, *, attempts: int, limit_s: float) -> SuiteResul
         title=SUITE.title,
         throughputs=[ceiling],
         metrics=metrics(timed, ceiling),
-        sections=[statements_section(timed), *(outcome_section(t) for t in timed)],
+        sections=[
+            topology_section(provider_cpus, own_cpus),
+            statements_section(timed),
+            *(outcome_section(t) for t in timed),
+        ],
     )
+
+
+def split_cpus() -> tuple[frozenset[int] | None, frozenset[int] | None]:
+    """The provider's CPU and the reconciler's, as deployed (apart); None, None on one CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None, None
+    return frozenset(cpus[-1:]), frozenset(cpus[:-1])
+
+
+@contextmanager
+def on_cpus(cpus: frozenset[int] | None) -> Iterator[None]:
+    """This process (the reconciler's pass, its asking threads) on ``cpus`` until the end."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def topology_section(provider: frozenset[int] | None, own: frozenset[int] | None) -> Section:
+    if provider is None or own is None:
+        where = "one CPU: the provider, the reconciler and PostgreSQL share it"
+    else:
+        where = (
+            f"the provider's gunicorn on CPU {sorted(provider)}, the reconciler and the "
+            f"ceiling's clients on CPU {sorted(own)}, PostgreSQL on any"
+        )
+    return Section("Where each side ran", where + ".")
 
 
 # --- Figures --------------------------------------------------------------------------------------
