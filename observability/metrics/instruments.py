@@ -65,6 +65,16 @@ RECONCILE_ITEMS = Counter(
     "What periodic jobs did, by job and count (rolled_forward, rolled_back, expired, ...)",
     ["job", "result"],
 )
+REDIS_UNAVAILABLE = Counter(
+    "onceshop_redis_unavailable",
+    "Moments Redis did not answer, by what went without it: rate-limit (let through), "
+    "checkout-token (503), runner-lock (the job ran on its row claims alone)",
+    ["use"],
+)
+# Every use at 0 from the start: the alert's series exists before the first outage.
+REDIS_USES = ("rate-limit", "checkout-token", "runner-lock")
+for _use in REDIS_USES:
+    REDIS_UNAVAILABLE.labels(use=_use)
 CELERY_TASKS = Counter(
     "onceshop_celery_tasks",
     "Celery tasks run, by task and state (SUCCESS, FAILURE, RETRY, ...)",
@@ -86,3 +96,7 @@ def observe_request(*, route: str, method: str, status: int, seconds: float) -> 
     method = method if method in _METHODS else "other"
     HTTP_REQUESTS.labels(route=route, method=method, status=str(status)).inc()
     HTTP_LATENCY.labels(route=route, method=method).observe(seconds)
+
+
+def observe_redis_unavailable(*, use: str) -> None:
+    REDIS_UNAVAILABLE.labels(use=use if use in REDIS_USES else "other").inc()
