@@ -23,6 +23,9 @@ from rest_framework.response import Response
 logger = logging.getLogger(__name__)
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
+# The header a retry sends again (idempotency/drf.py reads it; spelled here too, since
+# this module sits below the idempotency layer).
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 
 
 class ApplicationError(Exception):
@@ -104,6 +107,22 @@ class LockTimeout(ApplicationError):
         self.headers["Retry-After"] = "1"
 
 
+class ServiceUnavailable(ApplicationError):
+    """A service the action cannot do without (Redis, for the checkout's one-time
+    tokens) does not answer. Nothing was attempted; try again after ``Retry-After``."""
+
+    status = 503
+    code = "service-unavailable"
+    title = gettext_noop("Service unavailable")
+    default_detail = "A service this action needs does not answer; retry after the Retry-After."
+    # A restarted Redis is back within seconds (its append-only file is short).
+    retry_after_s = 5
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.headers["Retry-After"] = str(self.retry_after_s)
+
+
 class ConcurrentUpdate(ApplicationError):
     """PostgreSQL aborted the transaction (serialization failure or deadlock); nothing changed."""
 
@@ -123,7 +142,10 @@ class InternalError(ApplicationError):
     status = 500
     code = "internal-error"
     title = gettext_noop("Internal error")
-    default_detail = "Something went wrong; retry with the same Idempotency-Key."
+    default_detail = "Something went wrong on the server; try again later."
+    # Only a request that carried a key can be resumed by sending it again with that
+    # key; a GET (or a POST without a key) is told nothing about keys.
+    keyed_detail = "Something went wrong; retry with the same Idempotency-Key."
 
 
 def problem(*, status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
@@ -186,8 +208,9 @@ def _from_database(exc: OperationalError) -> ApplicationError | None:
     return None
 
 
-def as_application_error(exc: Exception) -> ApplicationError:
-    """Map any exception to the error the client sees."""
+def as_application_error(exc: Exception, *, keyed: bool = False) -> ApplicationError:
+    """Map any exception to the error the client sees (``keyed``: the request carried
+    an Idempotency-Key, which a 500's detail then tells the client to send again)."""
     if isinstance(exc, ApplicationError):
         return exc
     if isinstance(exc, Http404):
@@ -201,12 +224,19 @@ def as_application_error(exc: Exception) -> ApplicationError:
     if isinstance(exc, OperationalError) and (mapped := _from_database(exc)):
         return mapped
     logger.exception("unhandled error", exc_info=exc)
-    return InternalError()
+    return InternalError(InternalError.keyed_detail if keyed else None)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every API error leaves as problem+json."""
-    error = as_application_error(exc)
+    request = context.get("request")
+    # A key on a GET is ignored by the layer, so it is no reason to advise one either.
+    keyed = (
+        request is not None
+        and request.method not in ("GET", "HEAD", "OPTIONS")
+        and bool(request.headers.get(IDEMPOTENCY_KEY_HEADER))
+    )
+    error = as_application_error(exc, keyed=keyed)
     return Response(
         error.to_problem(),
         status=error.status,

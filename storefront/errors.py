@@ -4,11 +4,9 @@ Titles and details stay English in the problem itself, like the API's; they are
 marked (gettext_noop) so the pages can show them translated (storefront/answers.py).
 """
 
-from typing import Any
-
 from django.utils.translation import gettext_noop
 
-from config.errors import ApplicationError
+from config.errors import ApplicationError, ServiceUnavailable
 
 
 class CheckoutTokenInvalid(ApplicationError):
@@ -25,25 +23,17 @@ class CheckoutTokenInvalid(ApplicationError):
         "order again."
     )
 
+class CheckoutUnavailable(ServiceUnavailable):
+    """Redis, which keeps the one-time checkout tokens, does not answer: 503
+    ``service-unavailable`` with ``Retry-After``, and nothing was ordered."""
 
-class CheckoutUnavailable(ApplicationError):
-    """Redis, which keeps the one-time checkout tokens, does not answer."""
-
-    status = 503
-    code = "checkout-unavailable"
-    title = gettext_noop("Checkout unavailable")
     default_detail = gettext_noop(
-        "The checkout cannot issue or check its one-time tokens right now."
+        "The checkout cannot issue or check its one-time tokens right now. Nothing was "
+        "ordered: try again in a few seconds."
     )
-
-    def __init__(self, detail: str | None = None, **extra: Any) -> None:
-        super().__init__(detail, **extra)
-        self.headers["Retry-After"] = "5"
-
 
 class ChaosUnavailable(Exception):
     """A chaos action this platform or this run cannot perform (said in words)."""
-
 
 class RefundAmountInvalid(ApplicationError):
     """The refund form's amount is not a positive whole number of minor units."""

@@ -23,6 +23,7 @@ from django.urls import reverse
 
 from config.errors import as_application_error
 from config.redis import redis_client
+from observability.metrics.instruments import observe_redis_unavailable
 from idempotency.core import KeyRequest, execute
 from idempotency.drf import parse_idempotency_key
 from idempotency.models import IdempotencyKey
@@ -102,6 +103,7 @@ def checkout_token_issue(*, session_key: str, user_id: int) -> str:
             _token_key(session_key=session_key, token=""),
         )
     except redis.RedisError as error:
+        observe_redis_unavailable(use="checkout-token")
         raise CheckoutUnavailable() from error
     if evicted == -1:  # 256 random bits collided: a broken RNG, not bad luck
         raise RuntimeError("checkout token collision")
@@ -141,6 +143,7 @@ def checkout_token_consume(*, session_key: str, user_id: int, token: str) -> Tok
         # database (kept IDEMPOTENCY_KEY_TTL) still replays a reload of the form.
         taken, owner = redis_client().eval(_CONSUME, 2, *keys, CHECKOUT_TOKEN_TTL_S)
     except redis.RedisError as error:
+        observe_redis_unavailable(use="checkout-token")
         raise CheckoutUnavailable() from error
     if owner is None or owner.decode() != str(user_id):
         return TokenState.UNKNOWN
@@ -159,7 +162,7 @@ def _run(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Answer:
     except Exception as error:
         # The same mapping the API's exception handler applies: domain errors keep
         # their status and code; anything unknown is logged and becomes a 500.
-        return Answer.from_error(as_application_error(error))
+        return Answer.from_error(as_application_error(error, keyed=True))
 
 
 def _refuse(record: IdempotencyKey) -> None:

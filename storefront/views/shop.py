@@ -8,13 +8,14 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET
 
+from config.errors import problem_response
 from storefront.access import may_use_chaos, user_id
 from storefront.answers import Answer
 from storefront.errors import CheckoutTokenInvalid, CheckoutUnavailable
 from storefront.forms import CheckoutForm
 from storefront.selectors import catalogue, my_order
 from storefront.services import checkout_submit, checkout_token_issue
-from storefront.views.orders import order_answer_record, render_order
+from storefront.views.orders import _wants_json, order_answer_record, render_order
 
 
 def _session_key(request: HttpRequest) -> str:
@@ -30,10 +31,12 @@ def _render_home(
 ) -> HttpResponse:
     products = list(catalogue())
     notice = ""
+    # A submit that found Redis down: no new token is tried for the fresh form either.
+    unavailable = CheckoutUnavailable() if answer and answer.code == CheckoutUnavailable.code else None
     # A token only for a form that is shown, with something in it to buy: a visitor,
     # or an empty catalogue, costs no Redis write.
     something_to_buy = any(product.stock > 0 for product in products)
-    if request.user.is_authenticated and form is None and something_to_buy:
+    if request.user.is_authenticated and form is None and something_to_buy and not unavailable:
         try:
             # One token per rendering of the form: a new checkout intent.
             token = checkout_token_issue(
@@ -41,7 +44,9 @@ def _render_home(
             )
             form = CheckoutForm(products=products, initial={"checkout_token": token})
         except CheckoutUnavailable as error:
-            notice = error.detail
+            notice, unavailable = error.detail, error
+    if unavailable is not None and _wants_json(request):
+        return problem_response(unavailable)
     context: dict[str, Any] = {
         "products": products,
         "form": form,
@@ -49,7 +54,14 @@ def _render_home(
         "notice": notice,
         "may_use_chaos": may_use_chaos(request.user),
     }
-    return render(request, "storefront/home.html", context)
+    response = render(request, "storefront/home.html", context)
+    if unavailable is not None:
+        # The checkout cannot work without Redis (its one-time tokens): the page says
+        # so with 503 and when to come back, never a 500 nor a form that cannot submit.
+        response.status_code = unavailable.status
+        for name, value in unavailable.headers.items():
+            response[name] = value
+    return response
 
 
 @require_GET
