@@ -13,11 +13,15 @@ The lock is one Redis key per job:
 A lock is not idempotency: it can expire under a runner that stalls past its
 TTL. The row claims in the services (``FOR UPDATE SKIP LOCKED``, leases,
 conditional updates) are what make an overlap harmless; the lock only keeps
-runners from wasting work on each other.
+runners from wasting work on each other. That is also why a Redis that does not
+answer skips the lock instead of the job (DESIGN.md 7, "Redis down"): the pass
+runs on its row claims alone, logged and counted
+(``onceshop_redis_unavailable_total{use="runner-lock"}``).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +29,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from config.redis import redis_client
+from config.redis import REDIS_DOWN, redis_client
+from observability.metrics.instruments import observe_redis_unavailable
+
+logger = logging.getLogger(__name__)
 
 # Deletes the key only if it still holds our token; returns 1 if it did, else 0.
 # One script, so the compare and the delete are one atomic step inside Redis.
@@ -77,11 +84,24 @@ def single_runner(*, name: str, ttl_s: float | None = None) -> Iterator[bool]:
     """``with single_runner(name=...) as mine:`` run the job only if ``mine``.
 
     Released on the way out whatever happens (an exception, Ctrl-C); if the
-    process dies instead, the TTL frees the lock.
+    process dies instead, the TTL frees the lock. Without Redis, ``mine`` is
+    true and no lock is held: skipping the pass would stop the reconciler for
+    as long as the outage lasts, while running it beside another runner only
+    repeats work the row claims keep from being done twice.
     """
-    lock = lock_acquire(name=name, ttl_s=ttl_s)
+    try:
+        lock = lock_acquire(name=name, ttl_s=ttl_s)
+    except REDIS_DOWN as error:
+        observe_redis_unavailable(use="runner-lock")
+        logger.warning("job %s runs without its lock: redis %s", name, type(error).__name__)
+        yield True
+        return
     try:
         yield lock is not None
     finally:
         if lock is not None:
-            lock_release(lock=lock)
+            try:
+                lock_release(lock=lock)
+            except REDIS_DOWN as error:
+                # Redis went away during the pass: its TTL frees the lock instead.
+                logger.warning("job %s lock not released: redis %s", name, type(error).__name__)

@@ -1,0 +1,167 @@
+"""Redis down (DESIGN.md 7): never a 500, each use doing what the contract says.
+
+Throttles and quotas fail open and are counted; the checkout, which cannot work
+without its one-time tokens, answers 503 ``service-unavailable`` with
+``Retry-After``; the reconciler runs its pass on its row claims alone. The Redis
+is the test's own (tests/redis_servers.py), really stopped or really frozen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from prometheus_client import REGISTRY
+from rest_framework.test import APIRequestFactory
+
+from config.errors import PROBLEM_CONTENT_TYPE, InternalError, exception_handler
+from config.redis import REDIS_TIMEOUT_S
+from orders.models import Order
+from reconcile.services.passes import JOBS, pass_run_once
+from tests.conftest import client_for, new_key
+from tests.factories import DEFAULT_PASSWORD
+from tests.redis_servers import RedisServer, own_redis
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def unavailable(use: str) -> float:
+    return REGISTRY.get_sample_value("onceshop_redis_unavailable_total", {"use": use}) or 0.0
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    with own_redis(tmp_path / "redis") as server:
+        yield server
+
+
+@pytest.fixture
+def redis_stopped(redis_server: RedisServer) -> RedisServer:
+    redis_server.stop()
+    return redis_server
+
+
+def test_the_api_lets_requests_through_unthrottled_and_counts_them(
+    redis_stopped, user, product
+):
+    # Given a stopped Redis (the user throttle and the per-user key quota live there)
+    api = client_for(user)
+    before = unavailable("rate-limit")
+
+    # When the customer reads the catalogue and orders
+    listed = api.get("/api/v1/products/")
+    created = api.post(
+        "/api/v1/orders/",
+        {"lines": [{"sku": product.sku, "quantity": 1}]},
+        format="json",
+        headers={"Idempotency-Key": new_key()},
+    )
+
+    # Then both are answered as if nothing were wrong, and each unchecked limit counted
+    assert listed.status_code == 200, listed.content
+    assert created.status_code == 201, created.content
+    assert Order.objects.filter(user=user).count() == 1
+    # the throttle on each request, and the key quota on the POST
+    assert unavailable("rate-limit") - before == 3
+
+
+def test_logins_and_the_token_endpoint_work_unthrottled(redis_stopped, user):
+    token = Client().post(
+        "/api/v1/auth/token/", {"username": user.username, "password": DEFAULT_PASSWORD}
+    )
+    page = Client().post("/login/", {"username": user.username, "password": DEFAULT_PASSWORD})
+
+    assert token.status_code == 200, token.content
+    assert token.json()["token"] == user.auth_token.key
+    assert page.status_code == 302, page.content  # logged in, sent on
+
+
+def test_the_callback_endpoint_checks_the_notification_not_the_rate(redis_stopped):
+    before = unavailable("rate-limit")
+
+    response = Client().post(
+        "/api/v1/callbacks/sandbox/", b"{}", content_type="application/json"
+    )
+
+    # An unsigned body is refused for what it is, not answered 500
+    assert 400 <= response.status_code < 500, response.content
+    assert unavailable("rate-limit") > before
+
+
+def test_a_frozen_redis_costs_a_request_its_short_timeout_not_a_hang(redis_server, user):
+    # A frozen Redis accepts the connection and never answers: the timeout decides
+    api = client_for(user)
+    assert api.get("/api/v1/products/").status_code == 200  # a pooled connection now
+    redis_server.freeze()
+    try:
+        started = time.monotonic()
+        response = api.get("/api/v1/products/")
+        elapsed = time.monotonic() - started
+    finally:
+        redis_server.thaw()
+
+    assert response.status_code == 200, response.content
+    assert elapsed < 3 * REDIS_TIMEOUT_S, elapsed
+
+
+def test_the_checkout_page_answers_503_with_retry_after(redis_stopped, user, product):
+    web = Client()
+    web.force_login(user)
+    before = unavailable("checkout-token")
+
+    # The catalogue cannot issue the form's one-time token
+    page = web.get("/")
+    # A form shown before the outage cannot have its token checked
+    form = {"checkout_token": "t" * 43, f"qty-{product.sku}": "1"}
+    submitted = web.post("/checkout/", form)
+    # A script that asks for JSON gets the problem itself
+    as_json = web.post("/checkout/", form, HTTP_ACCEPT="application/json")
+
+    for response in (page, submitted):
+        assert response.status_code == 503, response.content
+        assert response["Retry-After"] == "5"
+        assert response["Content-Type"].startswith("text/html")
+    assert as_json.status_code == 503
+    assert as_json["Content-Type"] == PROBLEM_CONTENT_TYPE
+    assert as_json["Retry-After"] == "5"
+    assert as_json.json()["code"] == "service-unavailable"
+    assert as_json.json()["type"] == "/problems/service-unavailable"
+    assert not Order.objects.exists()
+    assert unavailable("checkout-token") - before == 3
+
+
+def test_the_problem_catalogue_describes_service_unavailable():
+    page = Client().get("/problems/service-unavailable")
+
+    assert page.status_code == 200
+    assert "Service unavailable" in page.content.decode()
+
+
+def test_a_reconcile_pass_runs_on_its_row_claims_without_the_lock(redis_stopped):
+    before = unavailable("runner-lock")
+
+    counts = pass_run_once()
+
+    # Every job ran (None would mean "skipped: another runner held the lock")
+    assert all(counts[job.name] is not None for job in JOBS), counts
+    assert unavailable("runner-lock") - before == len(JOBS)
+
+
+def test_a_500_tells_only_a_request_with_a_key_to_retry_with_it():
+    factory = APIRequestFactory()
+    keyed = factory.post("/api/v1/orders/", {}, format="json", HTTP_IDEMPOTENCY_KEY=new_key())
+    unkeyed_post = factory.post("/api/v1/auth/token/", {}, format="json")
+    read = factory.get("/api/v1/orders/", HTTP_IDEMPOTENCY_KEY=new_key())
+
+    def detail(request) -> str:
+        response = exception_handler(RuntimeError("boom"), {"request": request})
+        assert response.status_code == 500
+        return str(response.data["detail"])
+
+    assert detail(keyed) == InternalError.keyed_detail
+    for request in (unkeyed_post, read):
+        assert "Idempotency-Key" not in detail(request)
+        assert detail(request) == InternalError.default_detail
