@@ -20,8 +20,8 @@ from chaos.history import Event
 from onceshop_client.retry import is_retryable
 
 # The answers each operation may give (DESIGN.md 4 and 5, README's matrix): the
-# status, and for a 4xx the problem codes it may carry. 5xx are all "not settled
-# yet, same key again"; a 500 must then be followed by a final answer (below).
+# status, and for a 4xx the problem codes it may carry. Of the 5xx only a 503 with
+# Retry-After ("not settled yet, same key again, then") is an answer (below).
 MATRIX: dict[str, dict[int, frozenset[str]]] = {
     "create": {
         201: frozenset(),
@@ -55,7 +55,10 @@ MATRIX: dict[str, dict[int, frozenset[str]]] = {
         429: frozenset({"throttled", "idempotency-key-quota"}),
     },
 }
-SERVER_ERRORS = frozenset({500, 502, 503, 504})
+# The one server error a customer may meet (DESIGN.md 7, "Redis down", and 5): 503 with
+# a Retry-After, "not settled yet, come back with the same key". Any other answer of
+# 500 and above (a 500, a 502, a 503 that does not say when) is a violation.
+UNAVAILABLE = 503
 CAPTURED = frozenset({"PAID", "REFUNDED"})
 
 
@@ -84,7 +87,7 @@ def check(history: Iterable[Event], books: Books) -> list[Violation]:
     requests = [e for e in events if e["type"] == "request"]
     return [
         *_audit(books),
-        *_matrix(requests, intents),
+        *_matrix(requests),
         *_same_answer_per_key(requests),
         *_creates(intents, books),
         *_pays(intents, books),
@@ -101,26 +104,25 @@ def _audit(books: Books) -> list[Violation]:
     return [Violation("audit", f"manage.py audit exited {books.audit_exit}:\n{books.audit_output}")]
 
 
-def _matrix(requests: list[Event], intents: list[Event]) -> list[Violation]:
-    """Every answer is in the published matrix; a 500 is followed by a final answer."""
+def _matrix(requests: list[Event]) -> list[Violation]:
+    """Every answer is in the published matrix; no server error but 503 with Retry-After."""
     found = []
-    final_keys = {
-        (e["customer"], e["key"]) for e in intents if e["outcome"] in ("ok", "fail") and e["key"]
-    }
     for event in requests:
         status = event.get("status")
         if status is None:
             continue  # no answer (the connection failed): the same key was sent again
-        allowed = MATRIX.get(operation(event["method"], event["path"]))
-        if allowed is None:
-            if status not in (200, *SERVER_ERRORS):
-                found.append(Violation("matrix", f"read answered {status}", [event]))
-            continue
-        if status in SERVER_ERRORS:
-            if status == 500 and (event["customer"], event["key"]) not in final_keys:
+        op = operation(event["method"], event["path"])
+        if status >= 500:
+            if status != UNAVAILABLE or not event.get("retry_after"):
+                said = "" if status != UNAVAILABLE else " without Retry-After"
                 found.append(
-                    Violation("matrix", "a 500 whose same-key retry never got an answer", [event])
+                    Violation("no 5xx but 503", f"{op} answered {status}{said}", [event])
                 )
+            continue
+        allowed = MATRIX.get(op)
+        if allowed is None:
+            if status != 200:
+                found.append(Violation("matrix", f"read answered {status}", [event]))
             continue
         if status not in allowed:
             found.append(Violation("matrix", f"undocumented status {status}", [event]))

@@ -74,6 +74,7 @@ class Balancer(HTTPAdapter):
             code=body.get("code", "") if response.status_code >= 400 else "",
             number=body.get("number", ""),
             replayed=response.headers.get("Idempotent-Replayed") == "true",
+            retry_after=response.headers.get("Retry-After", ""),
         )
         return response
 

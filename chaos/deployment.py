@@ -6,7 +6,8 @@ workers (``config.celery:app``) and beat, and a Redis server of the run's own
 (the nemesis restarts it, so it cannot be anyone else's). Each process is the
 leader of its own process group, logs to ``chaos/out/logs/<name>.log``, and is
 started again by the supervisor when it dies: whatever the nemesis kills comes
-back, as under systemd or Kubernetes.
+back, as under systemd or Kubernetes (except what the nemesis holds down on
+purpose for a while: ``stop_for``).
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ class Deployment:
     own_redis: bool
     processes: dict[str, Process] = field(default_factory=dict)
     on_restart: Callable[[str], None] | None = None
+    # Processes stopped on purpose (the nemesis's stop-redis): not restarted meanwhile.
+    held: set[str] = field(default_factory=set)
     _stopping: threading.Event = field(default_factory=threading.Event)
     _supervisor: threading.Thread | None = None
 
@@ -203,13 +206,27 @@ class Deployment:
     def _supervise(self) -> None:
         while not self._stopping.wait(0.2):
             for process in self.processes.values():
-                if process.alive or self._stopping.is_set():
+                if process.alive or process.name in self.held or self._stopping.is_set():
                     continue
                 process.kill_group()  # an orphaned pool must not outlive its leader
                 time.sleep(RESTART_AFTER_S)
                 process.start()
                 if self.on_restart is not None:
                     self.on_restart(process.name)
+
+    def stop_for(self, name: str, seconds: float) -> None:
+        """Stop ``name`` as an operator would (SIGTERM), keep it down ``seconds``, and
+        start it again: an outage, not a crash the supervisor would undo at once."""
+        process = self.processes[name]
+        self.held.add(name)
+        try:
+            process.stop()
+            time.sleep(seconds)
+        finally:
+            process.start()
+            self.held.discard(name)
+        if name == "redis":
+            self.wait_for_redis()
 
     def wait_for_redis(self) -> None:
         client = redis.Redis.from_url(self.env["REDIS_URL"], socket_timeout=1)

@@ -11,6 +11,9 @@ Each kind is a thing that happens to real deployments:
 - ``kill-provider``: SIGKILL the provider's server: charges in flight get no answer;
 - ``restart-redis``: SIGKILL Redis and start it again (broker, throttle counters,
   runner locks); only when the run owns its Redis;
+- ``stop-redis``: stop Redis (SIGTERM) and keep it down a few seconds, then start
+  it again: requests meanwhile meet a Redis that refuses them, and must get no 5xx
+  but 503 with ``Retry-After`` (DESIGN.md 7); only when the run owns its Redis;
 - ``terminate-backends``: ``pg_terminate_backend`` on a few of the app's
   database sessions, mid-transaction or idle;
 - ``provider-faults``: arm one or more of the sandbox's fault modes (stacked),
@@ -50,6 +53,9 @@ FAULT_MODES = [
 ]
 # A pause between two faults is drawn from this range (seconds); --pace scales it.
 PAUSE_S = (1.0, 4.0)
+# How long stop-redis keeps Redis down: long enough for every customer to meet it
+# (hundreds of requests), short enough that the broker's backlog clears at once.
+REDIS_DOWN_S = (2.0, 6.0)
 # Relative weights: provider faults are the cheapest and most varied, kills of whole
 # servers the most disruptive.
 WEIGHTS = {
@@ -60,6 +66,7 @@ WEIGHTS = {
     "kill-shop-master": 1,
     "kill-provider": 1,
     "restart-redis": 1,
+    "stop-redis": 1,
 }
 
 
@@ -91,9 +98,11 @@ class Nemesis:
             "kill-shop-master": self.kill_shop_master,
             "kill-provider": self.kill_provider,
             "restart-redis": self.restart_redis,
+            "stop-redis": self.stop_redis,
         }
         if not deployment.own_redis:
             del self.kinds["restart-redis"]  # not ours to restart
+            del self.kinds["stop-redis"]
 
     def start(self) -> None:
         self._thread.start()
@@ -168,6 +177,12 @@ class Nemesis:
         pid = self.deployment.processes["redis"].pid
         self._kill(pid)
         return {"target": "redis", "pid": pid}
+
+    def stop_redis(self) -> dict[str, Any]:
+        # Held down (the supervisor waits), then started from its append-only file.
+        down_s = round(self.rng.uniform(*REDIS_DOWN_S), 1)
+        self.deployment.stop_for("redis", down_s)
+        return {"target": "redis", "down_s": down_s}
 
     def terminate_backends(self) -> dict[str, Any]:
         name = database_name(self.database_url)
