@@ -115,9 +115,7 @@ def _matrix(requests: list[Event]) -> list[Violation]:
         if status >= 500:
             if status != UNAVAILABLE or not event.get("retry_after"):
                 said = "" if status != UNAVAILABLE else " without Retry-After"
-                found.append(
-                    Violation("no 5xx but 503", f"{op} answered {status}{said}", [event])
-                )
+                found.append(Violation("no 5xx but 503", f"{op} answered {status}{said}", [event]))
             continue
         allowed = MATRIX.get(op)
         if allowed is None:

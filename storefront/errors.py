@@ -23,6 +23,7 @@ class CheckoutTokenInvalid(ApplicationError):
         "order again."
     )
 
+
 class CheckoutUnavailable(ServiceUnavailable):
     """Redis, which keeps the one-time checkout tokens, does not answer: 503
     ``service-unavailable`` with ``Retry-After``, and nothing was ordered."""
@@ -32,8 +33,10 @@ class CheckoutUnavailable(ServiceUnavailable):
         "ordered: try again in a few seconds."
     )
 
+
 class ChaosUnavailable(Exception):
     """A chaos action this platform or this run cannot perform (said in words)."""
+
 
 class RefundAmountInvalid(ApplicationError):
     """The refund form's amount is not a positive whole number of minor units."""

@@ -23,10 +23,10 @@ from django.urls import reverse
 
 from config.errors import as_application_error
 from config.redis import redis_client
-from observability.metrics.instruments import observe_redis_unavailable
 from idempotency.core import KeyRequest, execute
 from idempotency.drf import parse_idempotency_key
 from idempotency.models import IdempotencyKey
+from observability.metrics.instruments import observe_redis_unavailable
 from orders.flows import order_create_flow
 from orders.services import LineRequest
 from payments.flows import order_pay_flow

@@ -32,7 +32,9 @@ def _render_home(
     products = list(catalogue())
     notice = ""
     # A submit that found Redis down: no new token is tried for the fresh form either.
-    unavailable = CheckoutUnavailable() if answer and answer.code == CheckoutUnavailable.code else None
+    unavailable: CheckoutUnavailable | None = None
+    if answer is not None and answer.code == CheckoutUnavailable.code:
+        unavailable = CheckoutUnavailable()
     # A token only for a form that is shown, with something in it to buy: a visitor,
     # or an empty catalogue, costs no Redis write.
     something_to_buy = any(product.stock > 0 for product in products)

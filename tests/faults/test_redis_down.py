@@ -44,9 +44,7 @@ def redis_stopped(redis_server: RedisServer) -> RedisServer:
     return redis_server
 
 
-def test_the_api_lets_requests_through_unthrottled_and_counts_them(
-    redis_stopped, user, product
-):
+def test_the_api_lets_requests_through_unthrottled_and_counts_them(redis_stopped, user, product):
     # Given a stopped Redis (the user throttle and the per-user key quota live there)
     api = client_for(user)
     before = unavailable("rate-limit")
@@ -82,9 +80,7 @@ def test_logins_and_the_token_endpoint_work_unthrottled(redis_stopped, user):
 def test_the_callback_endpoint_checks_the_notification_not_the_rate(redis_stopped):
     before = unavailable("rate-limit")
 
-    response = Client().post(
-        "/api/v1/callbacks/sandbox/", b"{}", content_type="application/json"
-    )
+    response = Client().post("/api/v1/callbacks/sandbox/", b"{}", content_type="application/json")
 
     # An unsigned body is refused for what it is, not answered 500
     assert 400 <= response.status_code < 500, response.content
