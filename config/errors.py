@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.utils.translation import gettext_noop
 from psycopg import errors as pg_errors
@@ -123,6 +124,19 @@ class ServiceUnavailable(ApplicationError):
         self.headers["Retry-After"] = str(self.retry_after_s)
 
 
+class DatabaseSessionLost(ServiceUnavailable):
+    """The database ended this request's session (a restart, a failover, an operator's
+    ``pg_terminate_backend``) or the connection broke mid-request. What the request had
+    not committed is rolled back with the session; the retry gets a new one."""
+
+    default_detail = (
+        "The database connection was lost during the request; retry after the Retry-After "
+        "(with the same Idempotency-Key, if the request had one)."
+    )
+    # A new session is one connect away: the retry need hardly wait.
+    retry_after_s = 1
+
+
 class ConcurrentUpdate(ApplicationError):
     """PostgreSQL aborted the transaction (serialization failure or deadlock); nothing changed."""
 
@@ -199,7 +213,27 @@ def _from_drf(exc: drf.APIException) -> ApplicationError:
     return error
 
 
-def _from_database(exc: OperationalError) -> ApplicationError | None:
+# The server ended the session (57P01-57P03): nothing more can be done on it.
+_SESSION_ENDED = (pg_errors.AdminShutdown, pg_errors.CrashShutdown, pg_errors.CannotConnectNow)
+
+
+def _session_lost(exc: BaseException) -> bool:
+    """Whether ``exc``, or what it was raised in handling, is a lost database session:
+    ended by the server, or a broken connection (psycopg's error with no SQLSTATE, or
+    "the connection is closed" when the request tried to go on)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (*_SESSION_ENDED, psycopg.InterfaceError)):
+            return True
+        if isinstance(seen, psycopg.OperationalError) and seen.sqlstate is None:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _from_database(exc: OperationalError | InterfaceError) -> ApplicationError | None:
+    if _session_lost(exc):
+        return DatabaseSessionLost()
     cause = exc.__cause__
     if isinstance(cause, pg_errors.LockNotAvailable):
         return LockTimeout()
@@ -221,7 +255,7 @@ def as_application_error(exc: Exception, *, keyed: bool = False) -> ApplicationE
         return PayloadTooLarge()
     if isinstance(exc, drf.APIException):
         return _from_drf(exc)
-    if isinstance(exc, OperationalError) and (mapped := _from_database(exc)):
+    if isinstance(exc, OperationalError | InterfaceError) and (mapped := _from_database(exc)):
         return mapped
     logger.exception("unhandled error", exc_info=exc)
     return InternalError(InternalError.keyed_detail if keyed else None)
