@@ -18,10 +18,12 @@ from django.conf import settings
 # whole timeout. (A stopped Redis refuses the connection at once.)
 REDIS_TIMEOUT_S = 0.5
 
-# What "Redis is unreachable" looks like from redis-py: refused, reset or timed out.
-# Narrower than RedisError on purpose: a script error or a wrong type is a bug to
-# see as a 500, not an outage to ride through.
-REDIS_DOWN: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+# What "Redis is unreachable" looks like from redis-py: refused, reset or timed out,
+# and, while Redis restarts under a threaded server, a socket closed under a reader
+# ("I/O operation on closed file", a ValueError: seen in the chaos run). Narrower
+# than RedisError on purpose: a script error or a wrong type is a bug to see as a
+# 500, not an outage to ride through.
+REDIS_DOWN: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, ValueError)
 
 
 @functools.cache
