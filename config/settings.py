@@ -260,6 +260,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # the provider's wallet reads low, and a drift is still seen within the hour.
     "audit-books": _every(900.0, "reconcile.tasks.audit_books"),
 }
+if DEMO_MODE:
+    # The demo's provider, a safety net of its own: notifications and late successes
+    # whose enqueue the broker lost (sandbox/services/sweeps.py). Run by the workers
+    # that serve the sandbox (SANDBOX_ENABLED), as every sandbox task is.
+    CELERY_BEAT_SCHEDULE["sweep-sandbox-messages"] = _every(
+        60.0, "sandbox.tasks.sweep_lost_messages"
+    )
 
 # --- Web pages (storefront/) ---------------------------------------------------------
 # The demo shop's pages log in with the session; an anonymous visitor of a page that

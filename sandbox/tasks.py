@@ -37,3 +37,13 @@ def settle_refund_late_success(refund_id: int) -> str:
 
     refund = refund_late_success_settle(refund_id=refund_id)
     return "already settled" if refund is None else refund.status
+
+
+@shared_task(acks_late=True)
+def sweep_lost_messages() -> dict[str, int]:
+    """Beat's safety net: what a lost enqueue left undone (sandbox/services/sweeps.py)."""
+    from dataclasses import asdict
+
+    from sandbox.services.sweeps import sandbox_sweep_run_once
+
+    return asdict(sandbox_sweep_run_once())

@@ -13,17 +13,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from django.test import Client
 from prometheus_client import REGISTRY
 from rest_framework.test import APIRequestFactory
 
+from config.celery import app as celery_app
 from config.errors import PROBLEM_CONTENT_TYPE, InternalError, exception_handler
 from config.redis import REDIS_TIMEOUT_S
 from orders.models import Order
 from reconcile.services.passes import JOBS, pass_run_once
+from sandbox.models import Charge, Notification
+from sandbox.services.sweeps import sandbox_sweep_run_once
 from tests.conftest import client_for, new_key
 from tests.factories import DEFAULT_PASSWORD
 from tests.redis_servers import RedisServer, own_redis
+from tests.sandbox.conftest import CHARGES, NOTIFY_ORIGIN, charge_body, merchant_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,3 +166,38 @@ def test_a_500_tells_only_a_request_with_a_key_to_retry_with_it():
     for request in (unkeyed_post, read):
         assert "Idempotency-Key" not in detail(request)
         assert detail(request) == InternalError.default_detail
+
+
+def test_what_a_stopped_broker_lost_at_commit_the_sandbox_sweep_sees_done(
+    redis_server, settings, staff
+):
+    # Given the provider's broker stopped while it settles a charge and declines one
+    # under late_success: both enqueues at commit are lost, the rows stay as committed
+    settings.SANDBOX_NOTIFY_URLS = [NOTIFY_ORIGIN]
+    arm = staff.post("/sandbox/v1/faults", {"mode": "late_success", "delay_s": 1}, format="json")
+    assert arm.status_code == 201, arm.content
+    redis_server.stop()
+    merchant = merchant_client()
+    declined = merchant.post(
+        CHARGES, charge_body(), format="json", headers={"Idempotency-Key": new_key()}
+    )
+    paid = merchant.post(
+        CHARGES, charge_body(), format="json", headers={"Idempotency-Key": new_key()}
+    )
+    assert (declined.json()["status"], paid.json()["status"]) == ("DECLINED", "SUCCESS")
+    never_tried = Notification.objects.filter(status=Notification.Status.PENDING, attempts=0)
+    assert never_tried.count() == 2  # the decline's and the success's
+
+    # When the broker is back and the sweep runs, its grace period over
+    redis_server.start()
+    fresh = sandbox_sweep_run_once()  # within the grace period: nothing is touched
+    counts = sandbox_sweep_run_once(after_s=0)
+
+    # Then the late success happened after all, and every lost notification is queued
+    assert (fresh.notifications_enqueued, fresh.late_charges_settled) == (0, 0)
+    assert counts.late_charges_settled == 1
+    assert counts.notifications_enqueued == 2
+    late = Charge.objects.get(out_trade_no=declined.json()["out_trade_no"])
+    assert late.status == Charge.Status.SUCCESS
+    queued = redis.Redis.from_url(redis_server.url).llen(celery_app.conf.task_default_queue)
+    assert queued == 3  # the two lost ones, and the late success's own notification

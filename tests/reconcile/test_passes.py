@@ -94,6 +94,7 @@ def test_beat_schedules_every_periodic_job(settings):
         "reconcile.tasks.audit_books",  # feeds the audit-findings gauge and alert
         "reconcile.tasks.reconcile_statement",
         "reconcile.tasks.reconcile_statement_leftovers",
+        "sandbox.tasks.sweep_lost_messages",  # the demo's provider (DEMO_MODE)
     }
     for entry in schedule.values():
         module, _, name = str(entry["task"]).rpartition(".")
