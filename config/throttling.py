@@ -82,7 +82,8 @@ def login_username_key(username: str) -> str:
 
     Django's login form strips the username and normalises it to NFKC (its
     ``UsernameField``, as ``User.normalize_username`` does for a new account), so
-    ``ｂｏｂ`` (fullwidth), ``𝐛𝐨𝐛`` and ``bob`` all log in to ``bob``: each must not
+    ``bob`` in fullwidth letters (U+FF42...), in mathematical bold (U+1D41B...)
+    and plain all log in to ``bob``: each must not
     bring a budget of its own. The token endpoint's serializer only strips, so its
     spellings are among these. Case is folded on top: one budget per name, whatever
     its case.
