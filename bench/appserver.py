@@ -54,7 +54,9 @@ def gunicorn_command(port: int, bin_dir: str | None = None) -> list[str]:
     from another virtualenv's ``bin_dir`` when given (the peers suite's)."""
     gunicorn = os.path.join(bin_dir or os.path.dirname(sys.executable), "gunicorn")
     options = f"--worker-class gthread --workers 2 --threads 8 --bind {HOST}:{port}"
-    return [gunicorn, "config.wsgi:application", *options.split()]
+    # Its settings file, as a deployment passes it (Dockerfile): limits, logs, hooks.
+    config = ["--config", "python:config.gunicorn"]
+    return [gunicorn, "config.wsgi:application", *config, *options.split()]
 
 
 def django_env(*, database_url: str, redis_url: str) -> dict[str, str]:

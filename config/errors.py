@@ -19,6 +19,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.utils.translation import gettext_noop
 from psycopg import errors as pg_errors
 from rest_framework import exceptions as drf
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,24 @@ class LengthRequired(ApplicationError):
     code = "length-required"
     title = gettext_noop("Length required")
     default_detail = "Send the request body with a Content-Length header."
+
+
+class UriTooLong(ApplicationError):
+    """The request's path and query are longer than the shop reads (4,094 characters)."""
+
+    status = 414
+    code = "uri-too-long"
+    title = gettext_noop("URI too long")
+    default_detail = "The request's path and query are too long; send large inputs in a body."
+
+
+class HeaderFieldsTooLarge(ApplicationError):
+    """A header field is longer than the shop reads, or a request has too many of them."""
+
+    status = 431
+    code = "header-fields-too-large"
+    title = gettext_noop("Request header fields too large")
+    default_detail = "A header field is too long, or there are too many header fields."
 
 
 class LockTimeout(ApplicationError):
@@ -271,6 +290,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         and bool(request.headers.get(IDEMPOTENCY_KEY_HEADER))
     )
     error = as_application_error(exc, keyed=keyed)
+    if request is not None:
+        # Whatever the view renders (the schema's YAML, Swagger's HTML), its errors are JSON.
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = PROBLEM_CONTENT_TYPE
     return Response(
         error.to_problem(),
         status=error.status,

@@ -5,9 +5,67 @@ from io import BytesIO
 from typing import IO
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from rest_framework.exceptions import MethodNotAllowed
 
-from config.errors import LengthRequired, PayloadTooLarge, problem_response
+from config.errors import (
+    HeaderFieldsTooLarge,
+    LengthRequired,
+    PayloadTooLarge,
+    UriTooLong,
+    as_application_error,
+    problem_response,
+)
+from config.http_limits import MAX_HEADER_FIELD_CHARS, MAX_HEADER_FIELDS, MAX_REQUEST_TARGET_CHARS
+
+
+class RequestHeadLimitMiddleware:
+    """Refuse a request head past the shop's limits (config/http_limits.py): 414, 431.
+
+    gunicorn's own limits are set above these (config/gunicorn.py), so the client
+    gets the shop's problem+json, with a code, instead of gunicorn's HTML page.
+    Checked before anything reads the request (sessions, throttles, the body).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        meta = request.META
+        # gunicorn hands over the target as sent; elsewhere, the path re-quoted.
+        target = meta.get("RAW_URI") or request.get_full_path()
+        if len(target) > MAX_REQUEST_TARGET_CHARS:
+            return problem_response(UriTooLong())
+        fields = [
+            (name.removeprefix("HTTP_"), str(value))
+            for name, value in meta.items()
+            if name.startswith("HTTP_") or (name in {"CONTENT_TYPE", "CONTENT_LENGTH"} and value)
+        ]
+        if len(fields) > MAX_HEADER_FIELDS:
+            return problem_response(HeaderFieldsTooLarge("There are too many header fields."))
+        # A field as sent: "Name: value".
+        if any(len(name) + 2 + len(value) > MAX_HEADER_FIELD_CHARS for name, value in fields):
+            return problem_response(HeaderFieldsTooLarge("A header field is too long."))
+        return self.get_response(request)
+
+
+class MethodNotAllowedMiddleware:
+    """Django's own 405 (``require_POST`` and its kind: an empty body) as problem+json.
+
+    The API's views are DRF's, whose 405 is already a problem; this covers the
+    pages and every other view of Django's, with the same ``Allow`` header.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not isinstance(response, HttpResponseNotAllowed):
+            return response
+        problem = problem_response(as_application_error(MethodNotAllowed(str(request.method))))
+        problem["Allow"] = response["Allow"]
+        return problem
 
 
 class BodySizeLimitMiddleware:

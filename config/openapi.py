@@ -4,7 +4,7 @@ A client generator trusts the schema literally, so it must say what the
 server really does: every error is ``application/problem+json`` (never
 ``application/json``), and the answers that come from the framework rather
 than from a view (401 for a bad token, 403, 404 for an unknown reference or
-page, 405, 406, 411, 413, 415, 429, and the 400s of the strict JSON parser)
+page, 405, 406, 411, 413, 414, 415, 429, 431, and the 400s of the strict JSON parser)
 are documented on every operation where they can occur. ``AutoSchema`` derives
 them from the view itself (its authentication, permissions, throttles, path
 parameters and parsers), so a new endpoint is documented right without a line.
@@ -62,6 +62,9 @@ class AutoSchema(openapi.AutoSchema):
 
     def _framework_errors(self) -> dict[int, str]:
         view, errors = self.view, {}
+        # A request head past the shop's limits (config/http_limits.py), on any operation.
+        errors[414] = "`uri-too-long`: the path and query are longer than the shop reads"
+        errors[431] = "`header-fields-too-large`: a header field too long, or too many"
         if self.method in _BODY_METHODS:
             errors[411] = "`length-required`: send the body with a Content-Length"
             errors[413] = "`payload-too-large`"

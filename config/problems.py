@@ -9,13 +9,27 @@ errors ``config.errors`` maps to a code. One page per code.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views import defaults
 from django.views.decorators.http import require_GET
+from rest_framework.exceptions import ParseError
 
-from config.errors import _DRF_CODES, ApplicationError
+from config.errors import (
+    _DRF_CODES,
+    ApplicationError,
+    InternalError,
+    as_application_error,
+    problem_response,
+)
+
+# Where the answers are for programs: an error there is problem+json even when
+# Django answers it (a path no URL matches, a bad Host), not an HTML page.
+API_PREFIXES = ("/api/", "/sandbox/")
 
 
 @dataclass(frozen=True)
@@ -80,3 +94,25 @@ def problem_detail(request: HttpRequest, code: str) -> HttpResponse:
     if found is None:
         raise Http404(f"No problem type {code!r}.")
     return render(request, "problems/detail.html", {"problem": found})
+
+
+def _api_or_page(
+    page: Callable[..., HttpResponse], error: Callable[[], ApplicationError]
+) -> Callable[..., HttpResponse]:
+    """A Django error handler: problem+json under the API's paths, ``page`` elsewhere."""
+
+    def handler(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        if request.path == "/api" or request.path.startswith(API_PREFIXES):
+            return problem_response(error())
+        return page(request, *args, **kwargs)
+
+    return handler
+
+
+# The URL confs' handler400/403/404/500 (config/urls.py, config/provider_urls.py).
+bad_request = _api_or_page(defaults.bad_request, lambda: as_application_error(ParseError()))
+permission_denied = _api_or_page(
+    defaults.permission_denied, lambda: as_application_error(PermissionDenied())
+)
+page_not_found = _api_or_page(defaults.page_not_found, lambda: as_application_error(Http404()))
+server_error = _api_or_page(defaults.server_error, InternalError)

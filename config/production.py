@@ -25,6 +25,14 @@ DEVELOPMENT_WEBHOOK_SECRET = "whsec-onceshop-development"  # noqa: S105
 DEVELOPMENT_PROVIDER_API_KEY = "sandbox-merchant-key"
 # Django's own deploy check (security.W009) wants at least 50 characters.
 SECRET_KEY_MIN_LENGTH = 50
+# And from many characters: 50 spaces, or 'a' * 50, pass a length check and sign
+# nothing. secrets.token_urlsafe(50) draws from 64 and shows ~50 distinct ones; 20
+# is far below what any generator gives and far above a typed pattern (Django's own
+# deploy check, security.W009, asks only for 5).
+SECRET_KEY_MIN_DISTINCT = 20
+# A webhook secret is an HMAC key: 32 characters from a generator are ~190 bits;
+# the provider's notifications can be forged by whoever guesses a shorter one.
+WEBHOOK_SECRET_MIN_LENGTH = 32
 
 
 def _split(raw: str) -> list[str]:
@@ -46,6 +54,11 @@ def production_problems(env: Mapping[str, str]) -> list[str]:
         problems.append("SECRET_KEY is a development default")
     elif len(secret_key) < SECRET_KEY_MIN_LENGTH:
         problems.append(f"SECRET_KEY is shorter than {SECRET_KEY_MIN_LENGTH} characters")
+    elif len(set(secret_key)) < SECRET_KEY_MIN_DISTINCT:
+        problems.append(
+            f"SECRET_KEY has fewer than {SECRET_KEY_MIN_DISTINCT} distinct characters "
+            "(low entropy: generate one)"
+        )
 
     webhook_secrets = _split(env.get("SANDBOX_WEBHOOK_SECRET", ""))
     if not webhook_secrets:
@@ -53,6 +66,12 @@ def production_problems(env: Mapping[str, str]) -> list[str]:
     elif DEVELOPMENT_WEBHOOK_SECRET in webhook_secrets:
         # Even as one of several while rotating: anyone can sign with it.
         problems.append("SANDBOX_WEBHOOK_SECRET is (or includes) the development default")
+    elif any(len(secret) < WEBHOOK_SECRET_MIN_LENGTH for secret in webhook_secrets):
+        # Each of them while rotating: a notification signed with any one is accepted.
+        problems.append(
+            f"SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than "
+            f"{WEBHOOK_SECRET_MIN_LENGTH} characters"
+        )
 
     provider_key = env.get("PROVIDER_API_KEY", "").strip()
     if not provider_key:

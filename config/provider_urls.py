@@ -19,3 +19,9 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("storefront/favicon.svg"))),
     path("", RedirectView.as_view(url="/sandbox/")),
 ]
+
+# Errors Django answers itself (no URL matched, a bad Host): problem+json under /api/.
+handler400 = "config.problems.bad_request"
+handler403 = "config.problems.permission_denied"
+handler404 = "config.problems.page_not_found"
+handler500 = "config.problems.server_error"

@@ -118,7 +118,11 @@ MIDDLEWARE = [
     # First: request ids, the access line and request metrics for every answer; it
     # also answers /healthz, /readyz and /metrics before anything else runs.
     "observability.middleware.RequestObservabilityMiddleware",
+    # Then a request head or body past the shop's limits: 414, 431, 413, 411.
+    "config.middleware.RequestHeadLimitMiddleware",
     "config.middleware.BodySizeLimitMiddleware",
+    # Django's own empty 405 (the pages' require_POST) leaves as problem+json.
+    "config.middleware.MethodNotAllowedMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -321,6 +325,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["config.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env_str("API_THROTTLE_RATE", "6000/min")},
     "EXCEPTION_HANDLER": "config.errors.exception_handler",
+    # A request body's Content-Type must name a parser's type: never */* (config/strictjson.py).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.strictjson.StrictContentNegotiation",
     "DEFAULT_SCHEMA_CLASS": "config.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -28,8 +28,10 @@ import re
 from typing import Any
 
 from django.utils.translation import gettext_noop
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
 
 from config.errors import ApplicationError
 
@@ -130,3 +132,18 @@ class StrictJSONParser(BaseParser):
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         return loads(stream.read() if stream is not None else b"")
+
+
+class StrictContentNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, except that a body's ``Content-Type`` must be a concrete type.
+
+    DRF matches a parser's type against the request's as it would match an
+    ``Accept`` header, so ``Content-Type: */*`` (or ``application/*``) would be read
+    as JSON. A body says what it is; a wildcard says nothing: 415
+    ``unsupported-media-type``, like any type the endpoint does not read.
+    """
+
+    def select_parser(self, request: Request, parsers: Any) -> Any:
+        if "*" in request.content_type.split(";", 1)[0]:
+            return None
+        return super().select_parser(request, parsers)

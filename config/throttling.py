@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -76,17 +77,31 @@ class LoginThrottled(TooManyRequests):
     default_detail = "Too many login attempts; wait before trying again."
 
 
+def login_username_key(username: str) -> str:
+    """The account a login attempt is counted against, whatever its spelling.
+
+    Django's login form strips the username and normalises it to NFKC (its
+    ``UsernameField``, as ``User.normalize_username`` does for a new account), so
+    ``bob`` in fullwidth letters (U+FF42...), in mathematical bold (U+1D41B...)
+    and plain all log in to ``bob``: each must not
+    bring a budget of its own. The token endpoint's serializer only strips, so its
+    spellings are among these. Case is folded on top: one budget per name, whatever
+    its case.
+    """
+    return unicodedata.normalize("NFKC", username.strip()).lower()
+
+
 def login_attempt_check(request: HttpRequest, username: str) -> None:
     """Count one login attempt; raise ``LoginThrottled`` past either limit.
 
     Counted before the password is checked, failed or not: the limits bound the
     guesses per minute, and a correct guess costs the same as a wrong one. The
-    username is hashed into the key (its spelling is the client's).
+    username is counted as the account it logs in to, hashed into the key.
     """
     limits = [
         (f"throttle:login-address:{client_address(request)}", settings.LOGIN_RATE_PER_ADDRESS),
         (
-            f"throttle:login-username:{hashed(username.strip().lower())}",
+            f"throttle:login-username:{hashed(login_username_key(username))}",
             settings.LOGIN_RATE_PER_USERNAME,
         ),
     ]

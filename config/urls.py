@@ -40,3 +40,9 @@ urlpatterns = [
 # it (SANDBOX_ENABLED), never by a deployed shop, where /sandbox/ is a 404.
 if settings.SANDBOX_ENABLED:
     urlpatterns.insert(2, path("sandbox/", include("sandbox.urls")))
+
+# Errors Django answers itself (no URL matched, a bad Host): problem+json under /api/.
+handler400 = "config.problems.bad_request"
+handler403 = "config.problems.permission_denied"
+handler404 = "config.problems.page_not_found"
+handler500 = "config.problems.server_error"

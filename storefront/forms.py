@@ -75,9 +75,13 @@ class CheckoutForm(forms.Form):
 
 
 class PayForm(forms.Form):
-    """The pay button: only the key of this pay intent (checked by the service)."""
+    """The pay button: only the key of this pay intent (its format checked by the service).
 
-    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False)
+    Valid here means the key can be looked up at all (no NUL, not longer than the
+    column): the page asks what the key will resume before the service runs.
+    """
+
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=255)
 
 
 class FaultForm(forms.Form):

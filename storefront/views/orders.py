@@ -15,6 +15,7 @@ from orders.models import Order
 from storefront.access import user_id
 from storefront.answers import Answer
 from storefront.errors import RefundAmountInvalid
+from storefront.forms import PayForm
 from storefront.history import answer_events, answer_history, answer_record
 from storefront.selectors import (
     my_order,
@@ -126,7 +127,10 @@ def order_pay(request: HttpRequest, number: str) -> HttpResponse:
         return redirect_to_login(reverse("storefront:order", kwargs={"number": number}))
     order = my_order(user_id=user_id(request), number=number)
     key = request.POST.get("idempotency_key", "")
-    resumes = pay_key_resumes(user_id=user_id(request), key=key)
+    # Validated before it is looked up: a tampered field (a NUL, say) names no record,
+    # and the service answers it in words.
+    looked_up = PayForm(request.POST).is_valid()
+    resumes = pay_key_resumes(user_id=user_id(request), key=key) if looked_up else ""
     answer = order_pay_submit(user_id=user_id(request), order_number=number, key=key)
     # The resume note holds only if this request ran (not a replay, not a 409).
     ran = not answer.replayed and (answer.stored or answer.status == 503)

@@ -23,6 +23,24 @@ from tests.production.environment import production_env
         ({"SECRET_KEY": DEVELOPMENT_SECRET_KEY}, "SECRET_KEY is a development default"),
         ({"SECRET_KEY": "django-insecure-" + "x" * 50}, "SECRET_KEY is a development default"),
         ({"SECRET_KEY": "s" * 49}, "SECRET_KEY is shorter than 50 characters"),
+        ({"SECRET_KEY": " " * 50}, "SECRET_KEY has fewer than 20 distinct characters"),
+        ({"SECRET_KEY": "a" * 50}, "SECRET_KEY has fewer than 20 distinct characters"),
+        (
+            {"SECRET_KEY": "0123456789abcdefghi" * 3},
+            "SECRET_KEY has fewer than 20 distinct characters",
+        ),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": "x"},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than 32 characters",
+        ),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": "w" * 31},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than 32 characters",
+        ),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": f"{'n' * 40},short"},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than 32 characters",
+        ),
         ({"SANDBOX_WEBHOOK_SECRET": ""}, "SANDBOX_WEBHOOK_SECRET is not set"),
         (
             {"SANDBOX_WEBHOOK_SECRET": DEVELOPMENT_WEBHOOK_SECRET},
@@ -110,3 +128,15 @@ def test_a_process_without_its_settings_refuses_to_start(argv, tmp_path):
     assert "refuses to start in the production profile" in result.stderr + result.stdout
     assert "SANDBOX_WEBHOOK_SECRET is not set" in result.stderr + result.stdout
     assert not (tmp_path / "var").exists()
+
+
+def test_low_entropy_secrets_are_named_together_in_one_message():
+    env = production_env(SECRET_KEY=" " * 50, SANDBOX_WEBHOOK_SECRET="x")
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        refuse_unsafe_start(env)
+
+    message = str(refused.value)
+    assert message.count("\n  - ") == 2
+    assert "SECRET_KEY has fewer than 20 distinct characters" in message
+    assert "SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than 32" in message
