@@ -94,6 +94,7 @@ def test_beat_schedules_every_periodic_job(settings):
         "reconcile.tasks.audit_books",  # feeds the audit-findings gauge and alert
         "reconcile.tasks.reconcile_statement",
         "reconcile.tasks.reconcile_statement_leftovers",
+        "reconcile.tasks.open_cases",  # the desk's cases that time opens
     }
     for entry in schedule.values():
         module, _, name = str(entry["task"]).rpartition(".")
