@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from reconcile.desk.models import Case, CaseAction, CaseActionKind, CaseState
+from reconcile.desk.models import Case, CaseActionKind, CaseState
 from reconcile.desk.services import ACTIONS, case_act
 from reconcile.models import StatementDiscrepancy, StatementImport, StatementLine, StrayCapture
 from reconcile.services.discrepancies import discrepancy_resolve
@@ -119,23 +119,11 @@ class CaseActForm(forms.ModelForm):
         self.fields["action"].choices = [(a, CaseActionKind(a).label) for a in offered]
 
 
-class CaseActionInline(admin.TabularInline):
-    model = CaseAction
-    extra = 0
-    can_delete = False
-    fields = ("at", "action", "by_name", "note", "outcome")
-    readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Case)
 class CaseAdmin(admin.ModelAdmin):
     list_display = ("id", "kind", "reference", "state", "opened_at", "summary", "resolved_by")
     list_filter = ("state", "kind")
     search_fields = ("reference", "summary", "resolution")
-    inlines = [CaseActionInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # the machine opens cases
@@ -152,13 +140,23 @@ class CaseAdmin(admin.ModelAdmin):
         return super().get_form(request, obj, change, **kwargs)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        shown = [field.name for field in Case._meta.fields]
+        shown = [field.name for field in Case._meta.fields] + ["history"]
         if obj is not None and obj.state == CaseState.OPEN:
             shown += ["action", "note"]
         return [(None, {"fields": shown})]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [field.name for field in Case._meta.fields]
+        return [field.name for field in Case._meta.fields] + ["history"]
+
+    @admin.display(description="actions taken")
+    def history(self, obj: Case) -> str:
+        return (
+            "; ".join(
+                f"{a.at:%Y-%m-%d %H:%M} {a.action} by {a.by_name}: {a.note} ({a.outcome})"
+                for a in obj.actions.all()
+            )
+            or "-"
+        )
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         # Through the service (conditional on the case being open, recorded), not obj.save().

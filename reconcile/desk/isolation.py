@@ -121,9 +121,13 @@ class ItemGuard:
             if on_failure is not None:
                 on_failure()
             return failed
+        self.settled(key=key, reference=reference)
+        return result
+
+    def settled(self, *, key: object, reference: str) -> None:
+        """The item settled (here or by a job's fast path): its count and case are cleared."""
         if str(key) in self._known():
             self._cleared(key=str(key), reference=reference)
-        return result
 
     def _record(self, *, key: str, reference: str, error: Exception) -> None:
         now = timezone.now()

@@ -252,6 +252,7 @@ def payment_answers_apply(answers: list[tuple[Payment, Answer]]) -> list[Resolut
         )
         with context.bound(out_trade_no=payment.out_trade_no):
             logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
+        guard.settled(key=payment.pk, reference=payment.out_trade_no)  # if it failed before
         resolutions.append(resolution)
     return resolutions
 
