@@ -179,7 +179,7 @@ def test_a_statement_line_that_raises_stays_pending_and_every_other_line_settles
     # counted once (it backs off), and no run crashed
     assert StatementLine.objects.get(amount=702).outcome == LineOutcome.STRAY
     assert StatementLine.objects.get(pk=first.pk).outcome == LineOutcome.PENDING
-    assert counts.failed == 1 and again.failed == 1
+    assert (counts.failed, again.failed) == (1, 1)
     assert ItemFailure.objects.get().failures == 1
 
 
@@ -206,7 +206,7 @@ def test_a_payment_that_fails_n_times_is_a_case_and_its_retry_clears_the_audit(
     # And the audit holds its finding for a person, not as a fault
     report = audit_run()
     assert book_checks.PAYMENT_SETTLED in {f.invariant for f in report.waiting}
-    assert report.findings == [] and report.open_cases == 1
+    assert (report.findings, report.open_cases) == ([], 1)
     assert _audit() == (3, "audit: 1 waiting for a person")
 
     # When the data is fixed and a person asks for a retry
@@ -291,7 +291,8 @@ def test_a_forged_notification_is_a_case_dismissed_in_one_click(sandbox, due_at_
 
     # Then the case and the notification are resolved, with who and why; the audit is clean
     resolved = Case.objects.get()
-    assert resolved.state == CaseState.RESOLVED and resolved.resolved_by is not None
+    assert resolved.state == CaseState.RESOLVED
+    assert resolved.resolved_by is not None
     assert "forged with the public demo secret" in resolved.resolution
     assert ProviderNotification.objects.get().resolved_at is not None
     assert CaseAction.objects.get().action == "dismiss"
