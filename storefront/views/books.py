@@ -1,5 +1,7 @@
 """The books: the four tables and the wallets side by side, refreshed live."""
 
+import contextlib
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -56,13 +58,13 @@ def case_act_view(request: HttpRequest, case_id: int) -> HttpResponse:
     """One click on a case: the action chosen, with its reason, through the desk's service."""
     if not is_staff(request.user):
         return refused(request, CASES_FOR_STAFF)
-    try:
+    # A refused action (no reason, not one that fits) or a case that is not there: the
+    # page shows the case as it is, still open or gone from the list.
+    with contextlib.suppress(Case.DoesNotExist, CaseActionRefused):
         case_act(
             case_id=case_id,
             action=request.POST.get("action", ""),
             note=request.POST.get("note", ""),
             user=request.user,  # type: ignore[arg-type]  # staff: logged in
         )
-    except (Case.DoesNotExist, CaseActionRefused):
-        pass  # the page shows the case as it is: still open, or gone from the list
     return redirect("storefront:books")

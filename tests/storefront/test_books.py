@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client
 
-from orders.services import shipment_create
 from callbacks.models import ProviderNotification
+from orders.services import shipment_create
 from payments.models import Payment
 from reconcile.desk.models import Case, CaseState
 from reconcile.desk.services import notification_case_open
