@@ -116,7 +116,9 @@ class CaseActForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         offered = ACTIONS.get(self.instance.kind, ())
-        self.fields["action"].choices = [(a, CaseActionKind(a).label) for a in offered]
+        action = self.fields["action"]
+        assert isinstance(action, forms.ChoiceField)
+        action.choices = [(a, CaseActionKind(a).label) for a in offered]
 
 
 @admin.register(Case)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -14,7 +15,7 @@ def cases_open() -> QuerySet[Case]:
     return Case.objects.filter(state=CaseState.OPEN).order_by("opened_at", "id")
 
 
-def notifications_held() -> QuerySet[Case]:
+def notifications_held() -> QuerySet[Case, Any]:
     """The notifications an open case holds (as a subquery of ids)."""
     return cases_open().filter(subject_type="notification").values("subject_id")
 

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
@@ -109,7 +111,7 @@ def case_act(
     case_id: int,
     action: str,
     note: str,
-    user: AbstractBaseUser | None = None,
+    user: User | None = None,
     by_name: str = "",
     provider: PaymentProvider | None = None,
 ) -> ActionResult:
@@ -136,7 +138,7 @@ def case_act(
 
 
 def _close(
-    case: Case, *, action: str, note: str, user: AbstractBaseUser | None, who: str, outcome: str
+    case: Case, *, action: str, note: str, user: User | None, who: str, outcome: str
 ) -> bool:
     """Resolve the case if still open and record the action, in the caller's transaction."""
     closed = Case.objects.filter(pk=case.pk, state=CaseState.OPEN).update(
@@ -151,14 +153,14 @@ def _close(
 
 
 def _record(
-    case: Case, *, action: str, note: str, user: AbstractBaseUser | None, who: str, outcome: str
+    case: Case, *, action: str, note: str, user: User | None, who: str, outcome: str
 ) -> None:
     CaseAction.objects.create(
         case=case, action=action, by=user, by_name=who, note=note, outcome=outcome
     )
 
 
-def _dismiss(case: Case, *, note: str, user: AbstractBaseUser | None, who: str) -> ActionResult:
+def _dismiss(case: Case, *, note: str, user: User | None, who: str) -> ActionResult:
     with transaction.atomic():
         if not _close(
             case, action=CaseActionKind.DISMISS, note=note, user=user, who=who, outcome="dismissed"
@@ -181,7 +183,7 @@ def _dismiss(case: Case, *, note: str, user: AbstractBaseUser | None, who: str) 
     return ActionResult(True, f"case {case.pk} dismissed")
 
 
-def _retry(case: Case, *, note: str, user: AbstractBaseUser | None, who: str) -> ActionResult:
+def _retry(case: Case, *, note: str, user: User | None, who: str) -> ActionResult:
     # Not closing: the case closes when the item settles (the guard closes it). Making
     # a thing due now twice is making it due now once.
     now = timezone.now()
@@ -205,7 +207,7 @@ def _refund(
     case: Case,
     *,
     note: str,
-    user: AbstractBaseUser | None,
+    user: User | None,
     who: str,
     provider: PaymentProvider | None,
 ) -> ActionResult:
@@ -253,7 +255,7 @@ def _accept(
     case: Case,
     *,
     note: str,
-    user: AbstractBaseUser | None,
+    user: User | None,
     who: str,
     provider: PaymentProvider | None,
 ) -> ActionResult:
@@ -368,7 +370,7 @@ def _open_due() -> int:
     return opened
 
 
-def _open_unknown_notifications(now) -> int:  # type: ignore[no-untyped-def]
+def _open_unknown_notifications(now: datetime) -> int:
     # Charge successes are the statement job's first (it asks the provider, and opens
     # the case itself when the provider does not confirm); everything else unmatched
     # (a closed charge, a refund of a reference never ours) has nothing the machine
@@ -401,11 +403,11 @@ def notification_case_open(*, notification: ProviderNotification, why: str = "")
     )
 
 
-def _held(subject_type: str):  # type: ignore[no-untyped-def]
+def _held(subject_type: str) -> QuerySet[Case, Any]:
     return Case.objects.filter(subject_type=subject_type, state=CaseState.OPEN).values("subject_id")
 
 
-def _ever(subject_type: str):  # type: ignore[no-untyped-def]
+def _ever(subject_type: str) -> QuerySet[Case, Any]:
     # An unresolved attempt is a case once: one a person dismissed is not reopened.
     return Case.objects.filter(subject_type=subject_type, kind=CaseKind.UNRESOLVED).values(
         "subject_id"

@@ -22,6 +22,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
@@ -122,7 +123,7 @@ def run_once(
             resolved = guard.run(
                 key=notification.pk,
                 reference=notification.notify_id,
-                work=lambda n=notification: notification_resolve(notification=n, provider=provider),
+                work=partial(notification_resolve, notification=notification, provider=provider),
                 failed=None,
             )
             counts["resolved" if resolved else "unresolved"] += 1

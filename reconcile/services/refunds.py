@@ -33,6 +33,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
@@ -152,8 +153,8 @@ def _orphan_refunds_restart() -> tuple[int, int]:
         refund = guard.run(
             key=payment_id,
             reference=str(payment_id),
-            work=lambda payment_id=payment_id: orphan_refund_start(
-                payment_id=payment_id, retry_delay_s=reconcile_backoff_s
+            work=partial(
+                orphan_refund_start, payment_id=payment_id, retry_delay_s=reconcile_backoff_s
             ),
             failed=None,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -81,9 +82,7 @@ def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCo
         counts = guard.run(
             key=statement.pk,
             reference=str(statement.day),
-            work=lambda statement=statement: statement_match(
-                statement=statement, provider=provider
-            ),
+            work=partial(statement_match, statement=statement, provider=provider),
             failed=None,
         )
         if counts is not None:
@@ -112,7 +111,7 @@ def _strays_refund(*, provider: PaymentProvider) -> tuple[int, int]:
         refunded += guard.run(
             key=stray.pk,
             reference=stray.refund_no,
-            work=lambda stray=stray: _stray_refund_next(stray=stray, provider=provider),
+            work=partial(_stray_refund_next, stray=stray, provider=provider),
             failed=False,
         )
     return refunded, guard.failed
@@ -154,14 +153,16 @@ def _strays_from_notifications(*, provider: PaymentProvider) -> tuple[int, int, 
     )
     guard = ItemGuard(job=STRAY_NOTIFICATIONS, subject_type="notification")
     found = opened = 0
+    # A failed question is like an unanswered one: asked again later, no case opened.
+    not_answered: StrayCapture | bool | None = False
     for charge in charges:
         if not guard.due(charge["first"]):
             continue
         stray = guard.run(
             key=charge["first"],
             reference=charge["out_trade_no"],
-            work=lambda charge=charge: _stray_take(charge, provider),
-            failed=False,
+            work=partial(_stray_take, charge, provider),
+            failed=not_answered,
         )
         if stray is None:
             for notification in unmatched.filter(

@@ -234,7 +234,7 @@ def statement_match(
             action = guard.run(
                 key=line.pk,
                 reference=line.reference,
-                work=lambda line=line: _settle_unbooked(line=line, provider=provider),
+                work=partial(_settle_unbooked, line=line, provider=provider),
                 failed="failed",
             )
             counts[action] += 1

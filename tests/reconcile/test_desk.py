@@ -96,7 +96,9 @@ def test_a_payments_pass_with_one_poisoned_attempt_settles_all_the_others(
     assert (failure.job, failure.key, failure.failures) == ("payments", str(payments[1].pk), 1)
     assert failure.reference == payments[1].out_trade_no
     assert "poisoned row" in failure.last_error
-    assert Payment.objects.get(pk=payments[1].pk).next_reconcile_at > timezone.now()
+    backing_off_until = Payment.objects.get(pk=payments[1].pk).next_reconcile_at
+    assert backing_off_until is not None
+    assert backing_off_until > timezone.now()
     assert not Case.objects.exists()  # one failure is not yet a case
 
 
@@ -108,6 +110,8 @@ def test_a_refunds_pass_with_one_orphan_that_cannot_start_its_refund_refunds_the
     bad, good = (unknown_payment(user, charged=True) for _ in range(2))
     Payment.objects.filter(pk__in=[bad.pk, good.pk]).update(status="ORPHANED")
     charged = payment_jobs.get_provider().query(out_trade_no=good.out_trade_no)
+    assert charged is not None
+    assert charged.trade_no is not None
     LedgerEntry.objects.create(
         kind=LedgerEntry.Kind.ORPHAN_CAPTURE,
         order_id=good.order_id,
@@ -133,6 +137,8 @@ def test_a_notifications_pass_with_one_poisoned_notification_resolves_the_others
     notifications = []
     for n, payment in enumerate(payments):
         account = payment_jobs.get_provider().query(out_trade_no=payment.out_trade_no)
+        assert account is not None
+        assert account.trade_no is not None
         notifications.append(
             ProviderNotification.objects.create(
                 notify_id=f"N-deferred-{n}",
