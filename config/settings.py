@@ -221,6 +221,13 @@ RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
 # a margin, so it never expires under a live runner; a killed runner's lock frees
 # itself after this long.
 RECONCILE_LOCK_TTL_S = env_int("RECONCILE_LOCK_TTL_S", CELERY_TASK_TIME_LIMIT + 60)
+# The operator's desk (reconcile/desk/): a payment or refund still unresolved a day
+# after it started is past anything the reconciler's backoff (capped at an hour) will
+# fix by itself, and a person should look.
+CASE_AFTER_S = env_int("CASE_AFTER_S", 86400)
+# A batch item that raised this many times in a row (backing off between tries: about
+# 30 s, 1, 2, 4 minutes) is a bug or bad data, not a blip: it becomes a case.
+CASE_AFTER_FAILURES = env_int("CASE_AFTER_FAILURES", 5)
 # The fulfil sweep ships PAID orders only after this long without a shipment: the
 # on-commit task normally does it within seconds; the sweep covers a lost message.
 FULFIL_SWEEP_AFTER_S = env_int("FULFIL_SWEEP_AFTER_S", 120)
@@ -258,6 +265,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     # What a statement left for later (lines in flight, stray refunds): with the refunds.
     "reconcile-statement-leftovers": _every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
+    # The desk's cases that time opens (CASE_AFTER_S is a day: a minute is exact enough).
+    "open-cases": _every(60.0, "reconcile.tasks.open_cases"),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
     # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of

@@ -1,4 +1,5 @@
-"""The statement's rows in the admin: read-only, except resolving a discrepancy with a note."""
+"""The statement's rows in the admin: read-only, except resolving a discrepancy with a note;
+and the operator's desk: an open case offers the actions that fit, each with a reason."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from reconcile.desk.models import Case, CaseActionKind, CaseState
+from reconcile.desk.services import ACTIONS, case_act
 from reconcile.models import StatementDiscrepancy, StatementImport, StatementLine, StrayCapture
 from reconcile.services.discrepancies import discrepancy_resolve
 
@@ -94,3 +97,75 @@ class StatementDiscrepancyAdmin(admin.ModelAdmin):
         discrepancy_resolve(
             discrepancy_id=obj.pk, user_id=request.user.pk, note=form.cleaned_data["resolution"]
         )
+
+
+class CaseActForm(forms.ModelForm):
+    """An open case's one form: the action that fits, and why (both required)."""
+
+    action = forms.ChoiceField(choices=[])
+    note = forms.CharField(
+        widget=forms.Textarea,
+        required=True,
+        help_text="Why (kept with your name and the time; it cannot be undone).",
+    )
+
+    class Meta:
+        model = Case
+        fields: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        offered = ACTIONS.get(self.instance.kind, ())
+        action = self.fields["action"]
+        assert isinstance(action, forms.ChoiceField)
+        action.choices = [(a, CaseActionKind(a).label) for a in offered]
+
+
+@admin.register(Case)
+class CaseAdmin(admin.ModelAdmin):
+    list_display = ("id", "kind", "reference", "state", "opened_at", "summary", "resolved_by")
+    list_filter = ("state", "kind")
+    search_fields = ("reference", "summary", "resolution")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the machine opens cases
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a resolution is recorded, never a delete
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is not None and obj.state == CaseState.OPEN:
+            kwargs["form"] = CaseActForm
+            kwargs["fields"] = ["action", "note"]
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        shown = [field.name for field in Case._meta.fields] + ["history"]
+        if obj is not None and obj.state == CaseState.OPEN:
+            shown += ["action", "note"]
+        return [(None, {"fields": shown})]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [field.name for field in Case._meta.fields] + ["history"]
+
+    @admin.display(description="actions taken")
+    def history(self, obj: Case) -> str:
+        return (
+            "; ".join(
+                f"{a.at:%Y-%m-%d %H:%M} {a.action} by {a.by_name}: {a.note} ({a.outcome})"
+                for a in obj.actions.all()
+            )
+            or "-"
+        )
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        # Through the service (conditional on the case being open, recorded), not obj.save().
+        result = case_act(
+            case_id=obj.pk,
+            action=form.cleaned_data["action"],
+            note=form.cleaned_data["note"],
+            user=request.user,  # type: ignore[arg-type]  # the admin serves logged-in staff
+        )
+        self.message_user(request, result.message)

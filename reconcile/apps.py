@@ -10,6 +10,7 @@ class ReconcileConfig(AppConfig):
     def ready(self) -> None:
         from observability.metrics.gauges import count_and_age_gauges, register
         from reconcile import selectors
+        from reconcile.desk import selectors as desk
 
         # What the daily statement left for people and for refunds (docs/operating.md).
         register(
@@ -22,5 +23,11 @@ class ReconcileConfig(AppConfig):
                 "onceshop_stray_captures_unrefunded",
                 "capture a statement listed for no attempt of ours, not refunded yet",
                 selectors.stray_captures_unrefunded,
+            ),
+            # The desk: what waits for a person, and how long the oldest has waited.
+            *count_and_age_gauges(
+                "onceshop_cases_open",
+                "case on the operator's desk, open (waiting for a person)",
+                desk.cases_open_count_and_age,
             ),
         )

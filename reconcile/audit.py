@@ -3,9 +3,16 @@
 ``audit_run`` is the interface (``manage.py audit`` and the storefront use it):
 
     report = audit_run()
-    report.ok          # True when nothing is off
-    report.findings    # [Finding(invariant, message, ids)], one per violation
-    report.summary     # [SummaryRow(check, checked, problems)], one per check
+    report.ok          # True when nothing is off and nothing waits for a person
+    report.findings    # [Finding(invariant, message, ids)], one per fault
+    report.waiting     # findings an open case holds: waiting for a person
+    report.open_cases  # every open case on the desk
+    report.summary     # [SummaryRow(check, checked, problems, waiting)], one per check
+
+A finding waits for a person when one of its ids names a row an open case
+holds (a notification, a discrepancy, a payment ...): a person has it, so it
+is not a fault the audit found, and the audit-findings alert does not page
+for it (the open-cases alert speaks for it, by age).
 
 It only reads, and may run at any time: unsettled payments and unfinished
 records count as problems only once they are older than the reconciler and
@@ -34,6 +41,7 @@ from reconcile.checks import (
     statements,
     wallets,
 )
+from reconcile.desk.selectors import subjects_held
 from reconcile.findings import AuditReport, Finding, SummaryRow
 
 __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
@@ -63,11 +71,23 @@ CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
 def audit_run(*, provider: PaymentProvider | None = None) -> AuditReport:
     """Check every invariant (read-only). The provider defaults to the configured one."""
     ctx = AuditContext(now=timezone.now(), provider=provider or get_provider())
+    held = subjects_held()
     findings: list[Finding] = []
+    waiting: list[Finding] = []
     summary: list[SummaryRow] = []
     for title, check in CHECKS:
         checked, found = check(ctx)
-        findings += found
-        summary.append(SummaryRow(check=title, checked=checked, problems=len(found)))
+        held_here = [f for f in found if _held(f, held)]
+        findings += [f for f in found if not _held(f, held)]
+        waiting += held_here
+        summary.append(
+            SummaryRow(check=title, checked=checked, problems=len(found), waiting=len(held_here))
+        )
     heartbeats.audit_finished(findings=len(findings))  # the findings gauge and its alert
-    return AuditReport(findings=findings, summary=summary)
+    return AuditReport(findings=findings, summary=summary, waiting=waiting, open_cases=len(held))
+
+
+def _held(finding: Finding, held: dict[tuple[str, int], int]) -> bool:
+    return any(
+        isinstance(value, int) and (name, value) in held for name, value in finding.ids.items()
+    )

@@ -232,3 +232,7 @@ class StrayCapture(models.Model):
 
     def __str__(self) -> str:
         return f"{self.out_trade_no} {self.trade_no} ({self.refund_status})"
+
+
+# The operator's desk lives in its own module; its models belong to this app.
+from reconcile.desk.models import Case, CaseAction, ItemFailure  # noqa: E402, F401

@@ -15,6 +15,7 @@ from reconcile.services.passes import (
     COMPLETE_REQUESTS,
     EXPIRE_ORDERS,
     FULFIL_ORDERS,
+    OPEN_CASES,
     RECONCILE_NOTIFICATIONS,
     RECONCILE_PAYMENTS,
     RECONCILE_REFUNDS,
@@ -52,6 +53,11 @@ def expire_unpaid_orders() -> dict[str, Any] | None:
 @shared_task
 def fulfil_paid_orders() -> dict[str, Any] | None:
     return job_run(FULFIL_ORDERS)
+
+
+@shared_task
+def open_cases() -> dict[str, Any] | None:
+    return job_run(OPEN_CASES)
 
 
 @shared_task

@@ -26,6 +26,8 @@ from observability.metrics.gauges import GaugeValue, gauge_values
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from reconcile.audit import audit_run
+from reconcile.desk.selectors import cases_open
+from reconcile.desk.services import ACTIONS
 
 # The page shows the most recent payers' wallets only: each is one HTTP request to
 # the provider, and the page refreshes every few seconds.
@@ -94,6 +96,25 @@ class GaugeRow:
         return cls(gauge.name, "{" + labels + "}" if labels else "", gauge.help, shown)
 
 
+@dataclass(frozen=True)
+class CaseRow:
+    """An open case as the page shows it, with the actions that fit it."""
+
+    id: int
+    kind: str
+    reference: str
+    summary: str
+    opened_at: datetime
+    actions: tuple[str, ...]
+
+
+def open_cases() -> list[CaseRow]:
+    return [
+        CaseRow(c.pk, c.kind, c.reference, c.summary, c.opened_at, ACTIONS.get(c.kind, ()))
+        for c in cases_open()
+    ]
+
+
 @dataclass
 class Books:
     at: datetime
@@ -116,6 +137,7 @@ class Books:
     audit_error: str = ""
     audit_note: str = ""
     gauges: list[GaugeRow] = field(default_factory=list)
+    cases: list[CaseRow] = field(default_factory=list)  # the operator's desk: open cases
 
     @property
     def inventory_agrees(self) -> bool:
@@ -313,4 +335,5 @@ def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Boo
         audit_note=audit_note,
         # Read after the audit above, so its findings gauge is this very run's.
         gauges=[GaugeRow.of(gauge) for gauge in gauge_values()],
+        cases=open_cases(),
     )

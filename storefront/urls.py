@@ -33,6 +33,7 @@ urlpatterns = [
     ),
     path("books/", books.page, name="books"),
     path("books/live/", books.live, name="books-live"),
+    path("books/cases/<int:case_id>/", books.case_act_view, name="case-act"),
     path("how-it-works/", docs.how_it_works, name="how"),
     path("story/", story.run, name="story"),
 ]

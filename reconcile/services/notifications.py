@@ -22,6 +22,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
@@ -32,6 +33,7 @@ from payments.models import Payment, Refund
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_settle
 from payments.services import Settlement
+from reconcile.desk.isolation import NOTIFICATIONS, ItemGuard
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE, notifications_unresolved
 from reconcile.services.completion import complete_requests_for
 from reconcile.services.payments import SETTLED, payment_apply_truth
@@ -46,6 +48,7 @@ class NotificationCounts:
     examined: int = 0
     resolved: int = 0
     unresolved: int = 0  # the provider could not be asked, or contradicts us: next pass
+    failed: int = 0  # raised (counted, backing off; a case after CASE_AFTER_FAILURES)
 
 
 def _resolve_charge(payment: Payment, provider: PaymentProvider) -> str | None:
@@ -107,17 +110,22 @@ def run_once(
     provider = provider or get_provider()
     received_before = timezone.now() - timedelta(seconds=settings.RECONCILE_AFTER_S)
     counts: Counter[str] = Counter()
+    guard = ItemGuard(job=NOTIFICATIONS, subject_type="notification")
     after_id = 0
     while batch := notifications_unresolved(
         received_before=received_before, after_id=after_id, limit=batch_size
     ):
         after_id = batch[-1].pk
         for notification in batch:
+            if not guard.due(notification.pk):
+                continue  # failed lately: backing off
             counts["examined"] += 1
-            try:
-                resolved = notification_resolve(notification=notification, provider=provider)
-            except Exception:
-                logger.exception("notification %s: resolution failed", notification.pk)
-                resolved = None
+            resolved = guard.run(
+                key=notification.pk,
+                reference=notification.notify_id,
+                work=partial(notification_resolve, notification=notification, provider=provider),
+                failed=None,
+            )
             counts["resolved" if resolved else "unresolved"] += 1
+    counts["failed"] = guard.failed
     return NotificationCounts(**counts)

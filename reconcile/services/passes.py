@@ -12,7 +12,9 @@ A job is one ``run_once()``; a pass is all of them in a sensible order:
 4. complete abandoned requests whose attempt was settled some other way;
 5. expire unpaid orders (after 1, an attempt that was failed frees its order);
 6. reap idempotency records past their retention window;
-7. fulfil: ship PAID orders that have no shipment (after 1 and 2 rolled some forward).
+7. fulfil: ship PAID orders that have no shipment (after 1 and 2 rolled some forward);
+8. open the desk's cases that are due (after everything the machine could settle),
+   and close those the machine settled meanwhile.
 
 Beat runs each job as its own task at its own pace (config/settings.py);
 ``manage.py reconcile --once`` runs the whole pass.
@@ -27,6 +29,7 @@ from typing import Any
 
 from idempotency.services import idempotency_key_reap
 from observability.tracking import reconcile_job
+from reconcile.desk.services import cases_run_once
 from reconcile.locks import single_runner
 from reconcile.services import (
     completion,
@@ -54,6 +57,7 @@ COMPLETE_REQUESTS = Job("complete-requests", completion.run_once)
 EXPIRE_ORDERS = Job("expire-orders", expiry.run_once)
 REAP_KEYS = Job("reap-keys", idempotency_key_reap)
 FULFIL_ORDERS = Job("fulfil-orders", fulfilment.run_once)
+OPEN_CASES = Job("open-cases", cases_run_once)
 # Daily, not part of a pass: yesterday's statement (see statement_jobs).
 RECONCILE_STATEMENT = Job("reconcile-statement", statement_jobs.daily_run_once)
 # In every pass: what a statement left for later (pending lines, stray refunds).
@@ -69,6 +73,7 @@ JOBS = [
     EXPIRE_ORDERS,
     REAP_KEYS,
     FULFIL_ORDERS,
+    OPEN_CASES,
 ]
 
 

@@ -61,6 +61,7 @@ from payments.providers import (
     get_provider,
 )
 from payments.services import Settlement, payment_settle
+from reconcile.desk.isolation import PAYMENTS, ItemGuard
 from reconcile.services.claims import drain, retry_later
 from reconcile.services.completion import complete_pay_requests
 
@@ -205,17 +206,20 @@ def _retry_later(*, payment: Payment, now: datetime) -> None:
 
 
 @context.isolated
-def _apply_guarded(*, payment: Payment, answer: Answer) -> Resolution:
-    # One attempt's bug or database hiccup must not stop the others; it is logged
-    # and backs off like an unreachable provider, so it cannot spin in a hot loop.
+def _apply_guarded(*, payment: Payment, answer: Answer, guard: ItemGuard) -> Resolution:
+    # One attempt's bug or database hiccup must not stop the others: the guard logs
+    # and counts it, and it backs off like an unreachable provider (its claim's own
+    # backoff), so it cannot spin in a hot loop.
     context.bind(out_trade_no=payment.out_trade_no)  # on every line about this attempt
-    try:
-        resolution = payment_answer_apply(payment=payment, answer=answer)
-    except Exception:
-        logger.exception("payment %s: reconciliation failed", payment.pk)
-        _retry_later(payment=payment, now=timezone.now())
-        return Resolution.ERROR
-    logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
+    resolution = guard.run(
+        key=payment.pk,
+        reference=payment.out_trade_no,
+        work=lambda: payment_answer_apply(payment=payment, answer=answer),
+        failed=Resolution.ERROR,
+        on_failure=lambda: _retry_later(payment=payment, now=timezone.now()),
+    )
+    if resolution is not Resolution.ERROR:
+        logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
     return resolution
 
 
@@ -236,9 +240,10 @@ def payment_answers_apply(answers: list[tuple[Payment, Answer]]) -> list[Resolut
         logger.exception("batch of %d answers not settled together; one by one", len(plain))
         settled = {}
     resolutions = []
+    guard = ItemGuard(job=PAYMENTS, subject_type="payment")
     for payment, answer in answers:
         if payment.pk not in settled:
-            resolutions.append(_apply_guarded(payment=payment, answer=answer))
+            resolutions.append(_apply_guarded(payment=payment, answer=answer, guard=guard))
             continue
         resolution = (
             Resolution.ROLLED_FORWARD
@@ -247,6 +252,7 @@ def payment_answers_apply(answers: list[tuple[Payment, Answer]]) -> list[Resolut
         )
         with context.bound(out_trade_no=payment.out_trade_no):
             logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
+        guard.settled(key=payment.pk, reference=payment.out_trade_no)  # if it failed before
         resolutions.append(resolution)
     return resolutions
 

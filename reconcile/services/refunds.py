@@ -33,6 +33,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
@@ -43,6 +44,7 @@ from payments.orphans import orphan_refund_start
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
+from reconcile.desk.isolation import ORPHAN_REFUNDS, REFUNDS, ItemGuard
 from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
 from reconcile.services.claims import drain, reconcile_backoff_s, retry_later
 from reconcile.services.completion import complete_requests_for
@@ -123,18 +125,41 @@ def _retry_later(*, refund: Refund) -> None:
 
 
 @context.isolated
-def _reconcile_guarded(*, refund: Refund, provider: PaymentProvider) -> RefundResolution:
-    # One attempt's bug must not stop the others: logged, and backed off.
+def _reconcile_guarded(
+    *, refund: Refund, provider: PaymentProvider, guard: ItemGuard
+) -> RefundResolution:
+    # One attempt's bug must not stop the others: counted, logged, and backed off.
     # The refund's and its charge's references go on every line about this attempt.
     context.bind(out_refund_no=refund.refund_no, out_trade_no=refund.payment.out_trade_no)
-    try:
-        resolution = refund_reconcile(refund=refund, provider=provider)
-    except Exception:
-        logger.exception("refund %s: reconciliation failed", refund.pk)
-        _retry_later(refund=refund)
-        return RefundResolution.ERROR
-    logger.info("refund %s reconciled: %s", refund.pk, resolution.value)
+    resolution = guard.run(
+        key=refund.pk,
+        reference=refund.refund_no,
+        work=lambda: refund_reconcile(refund=refund, provider=provider),
+        failed=RefundResolution.ERROR,
+        on_failure=lambda: _retry_later(refund=refund),
+    )
+    if resolution is not RefundResolution.ERROR:
+        logger.info("refund %s reconciled: %s", refund.pk, resolution.value)
     return resolution
+
+
+def _orphan_refunds_restart() -> tuple[int, int]:
+    """Start the next refund of every orphaned capture due for one: (started, failed)."""
+    guard = ItemGuard(job=ORPHAN_REFUNDS, subject_type="payment")
+    started = 0
+    for payment_id in payments_orphaned_without_refund():
+        if not guard.due(payment_id):
+            continue
+        refund = guard.run(
+            key=payment_id,
+            reference=str(payment_id),
+            work=partial(
+                orphan_refund_start, payment_id=payment_id, retry_delay_s=reconcile_backoff_s
+            ),
+            failed=None,
+        )
+        started += refund is not None
+    return started, guard.failed
 
 
 def run_once(
@@ -145,14 +170,14 @@ def run_once(
 ) -> RefundReconcileCounts:
     """Restart declined orphan refunds, then reconcile every due refund attempt."""
     provider = provider or get_provider()
-    restarted = sum(
-        orphan_refund_start(payment_id=payment_id, retry_delay_s=reconcile_backoff_s) is not None
-        for payment_id in payments_orphaned_without_refund()
-    )
+    restarted, restart_failed = _orphan_refunds_restart()
+    guard = ItemGuard(job=REFUNDS, subject_type="refund")
     counts = drain(
         Refund,
         statuses=UNSETTLED_REFUND_STATUSES,
-        resolve=lambda refund, _: _reconcile_guarded(refund=refund, provider=provider).value,
+        resolve=lambda refund, _: (
+            _reconcile_guarded(refund=refund, provider=provider, guard=guard).value
+        ),
         settled=SETTLED,
         complete=lambda ids: complete_requests_for(
             resource_type=REFUND_RESOURCE, ids=ids, provider=provider
@@ -161,4 +186,5 @@ def run_once(
         budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
         clock=_monotonic,
     )
+    counts["error"] += restart_failed
     return RefundReconcileCounts(restarted=restarted, **counts)

@@ -14,13 +14,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import partial
+from typing import Any
 
 from django.conf import settings
+from django.db.models import Min
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from payments.models import Payment, RefundAttemptStatus
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
+from reconcile.desk.isolation import (
+    STATEMENTS,
+    STRAY_NOTIFICATIONS,
+    STRAY_REFUNDS,
+    ItemGuard,
+)
+from reconcile.desk.selectors import notifications_held
+from reconcile.desk.services import notification_case_open
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
 from reconcile.services.statements import StatementCounts, statement_match, statement_reconcile
 from reconcile.services.strays import (
@@ -51,6 +62,10 @@ class LeftoverCounts:
     strays_refunded: int = 0
     strays_found: int = 0  # from unmatched notifications, confirmed by the provider
     notifications_resolved: int = 0
+    # Items that raised (a statement, a line, a stray, a notification): each counted,
+    # backing off, a case after CASE_AFTER_FAILURES; the others went on.
+    failed: int = 0
+    cases_opened: int = 0  # notifications of a capture the provider does not confirm
 
 
 def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCounts:
@@ -59,32 +74,64 @@ def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCo
     statements = list(
         StatementImport.objects.filter(pk__in=pending.values("statement_id")).order_by("day")
     )
-    settled = 0
+    settled = failed = 0
+    guard = ItemGuard(job=STATEMENTS, subject_type="statement")
     for statement in statements:
-        counts = statement_match(statement=statement, provider=provider)
-        settled += counts.matched + counts.asked + counts.stray + counts.discrepancies
-    strays_found = _strays_from_notifications(provider=provider)
-    refunded = 0
-    for stray in strays_unrefunded():
-        if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(
-            stray=stray
-        ):
-            continue  # another runner started the next attempt (and sends it)
-        refunded += stray_refund(stray=stray, provider=provider) == "SUCCEEDED"
+        if not guard.due(statement.pk):
+            continue
+        counts = guard.run(
+            key=statement.pk,
+            reference=str(statement.day),
+            work=partial(statement_match, statement=statement, provider=provider),
+            failed=None,
+        )
+        if counts is not None:
+            settled += counts.matched + counts.asked + counts.stray + counts.discrepancies
+            failed += counts.failed
+    strays_found, cases_opened, notifications_failed = _strays_from_notifications(provider=provider)
+    refunded, strays_failed = _strays_refund(provider=provider)
     return LeftoverCounts(
         statements=len(statements),
         lines_settled=settled,
         strays_refunded=refunded,
         strays_found=strays_found,
         notifications_resolved=stray_notifications_resolve(),
+        failed=failed + guard.failed + notifications_failed + strays_failed,
+        cases_opened=cases_opened,
     )
 
 
-def _strays_from_notifications(*, provider: PaymentProvider) -> int:
+def _strays_refund(*, provider: PaymentProvider) -> tuple[int, int]:
+    """Send the refund of every stray capture not refunded yet: (refunded, failed)."""
+    guard = ItemGuard(job=STRAY_REFUNDS, subject_type="stray")
+    refunded = 0
+    for stray in strays_unrefunded():
+        if not guard.due(stray.pk):
+            continue
+        refunded += guard.run(
+            key=stray.pk,
+            reference=stray.refund_no,
+            work=partial(_stray_refund_next, stray=stray, provider=provider),
+            failed=False,
+        )
+    return refunded, guard.failed
+
+
+def _stray_refund_next(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
+    if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(stray=stray):
+        return False  # another runner started the next attempt (and sends it)
+    return stray_refund(stray=stray, provider=provider) == "SUCCEEDED"
+
+
+def _strays_from_notifications(*, provider: PaymentProvider) -> tuple[int, int, int]:
     """Unmatched SUCCESS notifications of charges: ask the provider, refund if it confirms.
 
     A notification alone moves no money: ``stray_capture_take`` refunds only what
-    the provider's query confirms (and nothing for a reference that is ours).
+    the provider's query confirms (and nothing for a reference that is ours). A
+    notification the provider does not confirm (forged with the demo's public
+    secret, or another shop's) becomes a case for a person, and is not asked
+    about again while the case is open: no ERROR line every pass for it.
+    Returns (strays found, cases opened, failed).
     """
     due_before = timezone.now() - timedelta(seconds=settings.RECONCILE_AFTER_S)
     unmatched = (
@@ -97,17 +144,46 @@ def _strays_from_notifications(*, provider: PaymentProvider) -> int:
         )
         .exclude(out_trade_no__in=Payment.objects.values("out_trade_no"))
         .exclude(out_trade_no__in=StrayCapture.objects.values("out_trade_no"))
-        .values_list("out_trade_no", "trade_no")
-        .distinct()
+        .exclude(pk__in=notifications_held())
+    )
+    charges = (
+        unmatched.values("out_trade_no", "trade_no")
+        .annotate(first=Min("pk"))
         .order_by("out_trade_no", "trade_no")[:NOTIFICATIONS_PER_PASS]
     )
-    found = 0
-    for out_trade_no, trade_no in unmatched:
-        try:
-            found += (
-                stray_capture_take(out_trade_no=out_trade_no, trade_no=trade_no, provider=provider)
-                is not None
-            )
-        except ProviderOutcomeUnknown:
-            continue  # the next pass asks again
-    return found
+    guard = ItemGuard(job=STRAY_NOTIFICATIONS, subject_type="notification")
+    found = opened = 0
+    # A failed question is like an unanswered one: asked again later, no case opened.
+    not_answered: StrayCapture | bool | None = False
+    for charge in charges:
+        if not guard.due(charge["first"]):
+            continue
+        stray = guard.run(
+            key=charge["first"],
+            reference=charge["out_trade_no"],
+            work=partial(_stray_take, charge, provider),
+            failed=not_answered,
+        )
+        if stray is None:
+            for notification in unmatched.filter(
+                out_trade_no=charge["out_trade_no"], trade_no=charge["trade_no"]
+            ):
+                opened += (
+                    notification_case_open(
+                        notification=notification,
+                        why="the provider's query does not confirm this capture",
+                    )
+                    is not None
+                )
+        found += bool(stray)
+    return found, opened, guard.failed
+
+
+def _stray_take(charge: dict[str, Any], provider: PaymentProvider) -> StrayCapture | bool | None:
+    """The stray capture taken; None: the provider denies it; False: it did not answer."""
+    try:
+        return stray_capture_take(
+            out_trade_no=charge["out_trade_no"], trade_no=charge["trade_no"], provider=provider
+        )
+    except ProviderOutcomeUnknown:
+        return False  # the next pass asks again

@@ -57,6 +57,7 @@ from payments.providers import (
     get_provider,
 )
 from payments.refunds import refund_settle
+from reconcile.desk.isolation import STATEMENT_LINES, ItemGuard
 from reconcile.models import (
     SANDBOX,
     DiscrepancyKind,
@@ -99,6 +100,7 @@ class StatementCounts:
     stray: int = 0  # captures of references we hold no attempt for, refunded
     in_flight: int = 0  # lines whose attempt is younger than RECONCILE_AFTER_S: next run
     unreachable: int = 0  # the provider did not answer about a line: next run
+    failed: int = 0  # lines whose settling raised (or is backing off from it): next run
     discrepancies: int = 0  # discrepancies this run opened
     resolved: int = 0  # not-on-statement discrepancies a statement now lists
 
@@ -216,6 +218,7 @@ def statement_match(
 ) -> StatementCounts:
     """Match every pending line of the statement, then look for entries it lacks."""
     counts: Counter[str] = Counter()
+    guard = ItemGuard(job=STATEMENT_LINES, subject_type="line")
     for lo, hi in pending_ranges(statement_id=statement.pk, batch_size=batch_size):
         match = partial(match_range, statement_id=statement.pk, day=statement.day, lo=lo, hi=hi)
         counts += match(now=timezone.now())
@@ -223,7 +226,17 @@ def statement_match(
         for line in StatementLine.objects.filter(
             statement=statement, id__range=(lo, hi), outcome=LineOutcome.PENDING
         ):
-            action = _settle_unbooked(line=line, provider=provider)
+            if not guard.due(line.pk):
+                counts["failed"] += 1  # failed lately: still pending, backing off
+                continue
+            # One line that raises stays pending (counted, backing off, a case after
+            # CASE_AFTER_FAILURES); the rest of the statement is matched.
+            action = guard.run(
+                key=line.pk,
+                reference=line.reference,
+                work=partial(_settle_unbooked, line=line, provider=provider),
+                failed="failed",
+            )
             counts[action] += 1
             if action in ("asked", "stray"):
                 asked.append(line)

@@ -1,13 +1,17 @@
 """The books: the four tables and the wallets side by side, refreshed live."""
 
+import contextlib
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils.translation import gettext_noop
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
+from reconcile.desk.models import Case
+from reconcile.desk.services import CaseActionRefused, case_act
 from reconcile.statement_report import statement_books
-from storefront.access import may_see_books, refused
+from storefront.access import is_staff, may_see_books, refused
 from storefront.books import books_snapshot
 
 # The sections the page's script replaces on each refresh: element id -> template.
@@ -15,9 +19,11 @@ LIVE_SECTIONS = {
     "books-verdict": "storefront/_books_verdict.html",
     "books-tables": "storefront/_books_tables.html",
     "books-waiting": "storefront/_books_waiting.html",
+    "books-cases": "storefront/_books_cases.html",
     "books-statements": "storefront/_books_statements.html",
     "books-gauges": "storefront/_books_gauges.html",
 }
+CASES_FOR_STAFF = gettext_noop("Cases are acted on by staff.")
 REFUSED = gettext_noop("The books are for staff, or for anyone logged in while the demo runs.")
 
 
@@ -45,3 +51,20 @@ def live(request: HttpRequest) -> HttpResponse:
         for element, template in LIVE_SECTIONS.items()
     }
     return JsonResponse({"at": books.at.isoformat(), "fragments": fragments})
+
+
+@require_POST
+def case_act_view(request: HttpRequest, case_id: int) -> HttpResponse:
+    """One click on a case: the action chosen, with its reason, through the desk's service."""
+    if not is_staff(request.user):
+        return refused(request, CASES_FOR_STAFF)
+    # A refused action (no reason, not one that fits) or a case that is not there: the
+    # page shows the case as it is, still open or gone from the list.
+    with contextlib.suppress(Case.DoesNotExist, CaseActionRefused):
+        case_act(
+            case_id=case_id,
+            action=request.POST.get("action", ""),
+            note=request.POST.get("note", ""),
+            user=request.user,  # type: ignore[arg-type]  # staff: logged in
+        )
+    return redirect("storefront:books")

@@ -95,6 +95,7 @@ def test_beat_schedules_every_periodic_job(settings):
         "reconcile.tasks.reconcile_statement",
         "reconcile.tasks.reconcile_statement_leftovers",
         "sandbox.tasks.sweep_lost_messages",  # the demo's provider (DEMO_MODE)
+        "reconcile.tasks.open_cases",  # the desk's cases that time opens
     }
     for entry in schedule.values():
         module, _, name = str(entry["task"]).rpartition(".")

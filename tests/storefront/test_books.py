@@ -3,8 +3,11 @@
 import pytest
 from django.test import Client
 
+from callbacks.models import ProviderNotification
 from orders.services import shipment_create
 from payments.models import Payment
+from reconcile.desk.models import Case, CaseState
+from reconcile.desk.services import notification_case_open
 from storefront.books import books_snapshot
 from storefront.templatetags.storefront import money
 from tests.factories import UserFactory
@@ -90,6 +93,7 @@ def test_the_live_endpoint_renders_the_same_sections(demo_mode, sandbox, web, or
         "books-verdict",
         "books-tables",
         "books-waiting",
+        "books-cases",
         "books-statements",
         "books-gauges",
     }
@@ -142,3 +146,43 @@ def test_the_books_show_the_gauges_the_alerts_watch(
     assert gauges["onceshop_audit_findings"] == str(len(response.context["books"].audit.findings))
     assert gauges["onceshop_audit_last_run_timestamp_seconds"].endswith(" s ago")
     assert 'data-gauge="onceshop_payments_unresolved">1<' in page
+
+
+def _unknown_notification_case() -> Case:
+    notification = ProviderNotification.objects.create(
+        notify_id="N-foreign-1",
+        trade_no="T-foreign-1",
+        out_trade_no="P-FOREIGN-1",
+        trade_status="CLOSED",
+        amount=500,
+        currency="CNY",
+        outcome=ProviderNotification.Outcome.UNMATCHED,
+        reason="no such out_trade_no",
+        response_status=422,
+        response_body={},
+    )
+    notification_case_open(notification=notification)
+    return Case.objects.get()
+
+
+def test_the_books_list_open_cases_and_staff_dismiss_one_with_a_reason(demo_mode, web, web_for):
+    case = _unknown_notification_case()
+    staff = web_for(UserFactory.create(is_staff=True))
+
+    # A customer (demo mode) sees the case, without the actions
+    seen = web.get("/books/").content.decode()
+    assert "open cases (1)" in seen
+    assert "P-FOREIGN-1" in seen
+    assert 'name="note"' not in seen
+    assert (
+        web.post(f"/books/cases/{case.pk}/", {"action": "dismiss", "note": "x"}).status_code == 403
+    )
+    assert Case.objects.get().state == CaseState.OPEN
+    # Staff see the actions that fit, and one click with a reason dismisses it
+    page = staff.get("/books/").content.decode()
+    assert '<option value="dismiss">dismiss</option>' in page
+    answer = staff.post(f"/books/cases/{case.pk}/", {"action": "dismiss", "note": "another shop's"})
+    assert answer.status_code == 302
+    assert Case.objects.get().state == CaseState.RESOLVED
+    assert ProviderNotification.objects.get().resolved_at is not None
+    assert "Nothing waits for a person." in staff.get("/books/").content.decode()

@@ -1,4 +1,12 @@
-"""``manage.py audit``: cross-check the books; exit 1 if anything is off, 0 when clean."""
+"""``manage.py audit``: cross-check the books.
+
+Exit status: 0 clean; 1 any fault (a finding nobody holds, whatever else waits);
+3 no fault, but findings an open case holds (waiting for a person). Not 0 for
+those: the books still do not balance, and whatever checks "the audit is clean"
+(CI, the chaos run) must not pass over them; not 1, so a job that pages on a
+fault does not page again for what the open-cases alert already says (and not
+2, which is the command line's own usage error).
+"""
 
 from __future__ import annotations
 
@@ -14,16 +22,24 @@ from reconcile.audit import AuditReport, audit_run
 def summary_table(report: AuditReport) -> list[str]:
     """The summary as aligned text lines: check, rows checked, problems."""
     width = max(len(row.check) for row in report.summary)
-    lines = [f"{'check':<{width}}  {'checked':>8}  {'problems':>8}"]
-    lines += [f"{r.check:<{width}}  {r.checked:>8}  {r.problems:>8}" for r in report.summary]
+    lines = [f"{'check':<{width}}  {'checked':>8}  {'problems':>8}  {'waiting':>8}"]
+    lines += [
+        f"{r.check:<{width}}  {r.checked:>8}  {r.problems - r.waiting:>8}  {r.waiting:>8}"
+        for r in report.summary
+    ]
     return lines
+
+
+# The exit status when every finding waits for a person (see the module doc).
+WAITING_EXIT = 3
 
 
 class Command(BaseCommand):
     help = (
         "Cross-check orders, payments, ledger, inventory, idempotency records, shipments "
         "and the provider's wallets (DESIGN.md section 9). Prints each finding with its "
-        "ids, then a summary; exits 1 if anything is off."
+        "ids, then a summary; exits 1 on any fault, 3 if every finding waits for a person "
+        "(an open case holds it), 0 when clean."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -32,11 +48,24 @@ class Command(BaseCommand):
             # ids as JSON: one line per finding, easy to grep and to paste into a query.
             ids = json.dumps(finding.ids, sort_keys=True, default=str)
             self.stdout.write(f"FINDING {finding.invariant}: {finding.message} {ids}")
-        if report.findings:
+        for finding in report.waiting:
+            ids = json.dumps(finding.ids, sort_keys=True, default=str)
+            self.stdout.write(f"WAITING {finding.invariant}: {finding.message} {ids}")
+        if report.findings or report.waiting:
             self.stdout.write("")
         for line in summary_table(report):
             self.stdout.write(line)
-        verdict = "clean" if report.ok else f"{len(report.findings)} problem(s)"
+        self.stdout.write(f"open cases: {report.open_cases} (manage.py cases)")
+        if report.findings:
+            verdict = f"{len(report.findings)} problem(s)"
+        elif report.waiting:
+            verdict = f"{len(report.waiting)} waiting for a person"
+        else:
+            verdict = "clean"
+        if report.findings and report.waiting:
+            verdict += f", {len(report.waiting)} waiting for a person"
         self.stdout.write(f"audit: {verdict}")
-        if not report.ok:
+        if report.findings:
             sys.exit(1)
+        if report.waiting:
+            sys.exit(WAITING_EXIT)

@@ -1,0 +1,8 @@
+"""The operator's desk: what the shop cannot settle by itself, held for a person.
+
+- ``models.py``: ``Case`` (one open case per subject) and ``CaseAction`` (who did
+  what, and why), and ``ItemFailure`` (the failure count of a batch item);
+- ``isolation.py``: the guard every batch job runs its items through;
+- ``services.py``: opening cases, and the actions a person takes on one;
+- ``selectors.py``: what is open, and what the audit holds for a person.
+"""

@@ -1,0 +1,377 @@
+"""One bad row never stops a pass, and what the shop cannot settle goes to the desk.
+
+Each batch job meets a poisoned item — a real fault in the database: a trigger
+that refuses the item's write (as a constraint or a broken migration would), or
+a row whose data makes the handler raise — and settles every other item of the
+pass. The item's failures are counted (committed although its own transaction
+rolled back), it backs off, and after CASE_AFTER_FAILURES it is a case; resolving
+the case clears the audit. A forged notification (validly signed, for a
+reference the shop never used) is a case dismissed in one click with a reason.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import close_old_connections, connection
+from django.test import Client
+from django.utils import timezone
+
+from callbacks.models import ProviderNotification
+from payments.models import LedgerEntry, Payment, Refund
+from reconcile.audit import audit_run
+from reconcile.checks import books as book_checks
+from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
+from reconcile.desk.services import case_act, cases_run_once
+from reconcile.models import LineOutcome, StatementLine
+from reconcile.services import fulfilment
+from reconcile.services import notifications as notification_jobs
+from reconcile.services import payments as payment_jobs
+from reconcile.services import refunds as refund_jobs
+from reconcile.services.statement_jobs import leftovers_run_once
+from reconcile.services.statements import statement_download, statement_import_row
+from tests.callbacks.test_api import notify
+from tests.factories import UserFactory
+from tests.reconcile.statement_helpers import stray_charge, today
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def poison() -> Iterator[Callable[..., None]]:
+    """``poison(table, when)``: the database refuses every write of ``table`` whose rows
+    match ``when`` (a trigger's WHEN on NEW/OLD), until the test ends."""
+    made: list[str] = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION test_poisoned_row() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RAISE EXCEPTION 'poisoned row in %', TG_TABLE_NAME; END $$"
+        )
+
+    def add(table: str, when: str, *, event: str = "UPDATE") -> None:
+        name = f"test_poison_{len(made)}"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH ROW "
+                f"WHEN ({when}) EXECUTE FUNCTION test_poisoned_row()"
+            )
+        made.append(f"{name} ON {table}")
+
+    try:
+        yield add
+    finally:
+        with connection.cursor() as cursor:
+            for trigger in made:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+
+
+def settling_refused(poison: Callable[..., None], payment: Payment) -> None:
+    """The payment's row refuses any change of its status (the settlement's write)."""
+    poison("payments_payment", f"NEW.id = {payment.pk} AND NEW.status <> OLD.status")
+
+
+# --- One bad row never stops a pass ------------------------------------------------------
+
+
+def test_a_payments_pass_with_one_poisoned_attempt_settles_all_the_others(
+    user, unknown_payment, poison, sandbox, due_at_once
+):
+    # Given three unknown attempts the provider charged, one of which cannot be written
+    payments = [unknown_payment(user, charged=True) for _ in range(3)]
+    settling_refused(poison, payments[1])
+
+    counts = payment_jobs.run_once()
+
+    # Then the other two are settled, the poisoned one counted and backing off
+    assert (counts.rolled_forward, counts.error) == (2, 1)
+    statuses = [Payment.objects.get(pk=p.pk).status for p in payments]
+    assert statuses == ["SUCCEEDED", "UNKNOWN", "SUCCEEDED"]
+    failure = ItemFailure.objects.get()
+    assert (failure.job, failure.key, failure.failures) == ("payments", str(payments[1].pk), 1)
+    assert failure.reference == payments[1].out_trade_no
+    assert "poisoned row" in failure.last_error
+    backing_off_until = Payment.objects.get(pk=payments[1].pk).next_reconcile_at
+    assert backing_off_until is not None
+    assert backing_off_until > timezone.now()
+    assert not Case.objects.exists()  # one failure is not yet a case
+
+
+def test_a_refunds_pass_with_one_orphan_that_cannot_start_its_refund_refunds_the_others(
+    user, unknown_payment, sandbox, due_at_once
+):
+    # Given two orphaned captures; one has lost its capture entry (its data makes
+    # orphan_refund_start raise), the other is booked as the reconciler books one
+    bad, good = (unknown_payment(user, charged=True) for _ in range(2))
+    Payment.objects.filter(pk__in=[bad.pk, good.pk]).update(status="ORPHANED")
+    charged = payment_jobs.get_provider().query(out_trade_no=good.out_trade_no)
+    assert charged is not None
+    assert charged.trade_no is not None
+    LedgerEntry.objects.create(
+        kind=LedgerEntry.Kind.ORPHAN_CAPTURE,
+        order_id=good.order_id,
+        payment=good,
+        trade_no=charged.trade_no,
+        amount=good.amount,
+        currency=good.currency,
+    )
+
+    counts = refund_jobs.run_once()
+
+    # Then the good one's refund was started and carried out; the bad one counted
+    assert (counts.restarted, counts.refunded, counts.error) == (1, 1, 1)
+    assert Refund.objects.get().payment_id == good.pk
+    assert ItemFailure.objects.get().key == str(bad.pk)
+
+
+def test_a_notifications_pass_with_one_poisoned_notification_resolves_the_others(
+    user, unknown_payment, poison, sandbox, due_at_once
+):
+    # Given two deferred notifications of charges the provider made
+    payments = [unknown_payment(user, charged=True) for _ in range(2)]
+    notifications = []
+    for n, payment in enumerate(payments):
+        account = payment_jobs.get_provider().query(out_trade_no=payment.out_trade_no)
+        assert account is not None
+        assert account.trade_no is not None
+        notifications.append(
+            ProviderNotification.objects.create(
+                notify_id=f"N-deferred-{n}",
+                trade_no=account.trade_no,
+                out_trade_no=payment.out_trade_no,
+                trade_status="SUCCESS",
+                amount=payment.amount,
+                currency=payment.currency,
+                outcome=ProviderNotification.Outcome.DEFERRED,
+                payment=payment,
+                response_status=200,
+                response_body={},
+            )
+        )
+    settling_refused(poison, payments[0])
+
+    counts = notification_jobs.run_once()
+
+    assert (counts.resolved, counts.failed) == (1, 1)
+    assert ProviderNotification.objects.get(pk=notifications[1].pk).resolved_at is not None
+    assert ProviderNotification.objects.get(pk=notifications[0].pk).resolved_at is None
+    assert ItemFailure.objects.get().job == "notifications"
+    # And the next pass leaves it alone while it backs off
+    assert notification_jobs.run_once().examined == 0
+
+
+def test_a_statement_line_that_raises_stays_pending_and_every_other_line_settles(
+    user, poison, sandbox, due_at_once
+):
+    # Given a day with two captures for references the shop never wrote (both strays)
+    stray_charge(user, amount=701)
+    stray_charge(user, amount=702)
+    statement = statement_import_row(day=today())
+    statement_download(statement=statement, provider=payment_jobs.get_provider())
+    first = StatementLine.objects.get(amount=701)
+    # ... and the first one cannot be booked as a stray (its row is refused)
+    poison("reconcile_straycapture", "NEW.amount = 701", event="INSERT")
+
+    # When the leftovers job runs, twice
+    counts = leftovers_run_once()
+    again = leftovers_run_once()
+
+    # Then the other line was settled (its stray refunded); the poisoned one waits,
+    # counted once (it backs off), and no run crashed
+    assert StatementLine.objects.get(amount=702).outcome == LineOutcome.STRAY
+    assert StatementLine.objects.get(pk=first.pk).outcome == LineOutcome.PENDING
+    assert (counts.failed, again.failed) == (1, 1)
+    assert ItemFailure.objects.get().failures == 1
+
+
+# --- After CASE_AFTER_FAILURES, a case; resolving it clears the audit -------------------
+
+
+def test_a_payment_that_fails_n_times_is_a_case_and_its_retry_clears_the_audit(
+    user, unknown_payment, poison, sandbox, settings, due_at_once
+):
+    settings.CASE_AFTER_FAILURES = 3
+    settings.RECONCILE_BACKOFF_BASE_S = 0  # due again at once, so three passes are three tries
+    # (not charged: its settlement is a fence and FAILED, which the poison refuses)
+    payment = unknown_payment(user, charged=False)
+    settling_refused(poison, payment)
+
+    for _ in range(3):
+        payment_jobs.run_once()
+
+    # Then it is one case, naming the attempt and the error
+    case = Case.objects.get()
+    assert (case.kind, case.subject_type, case.subject_id) == ("item-failed", "payment", payment.pk)
+    assert case.reference == payment.out_trade_no
+    assert "failed 3 times" in case.summary
+    # And the audit holds its finding for a person, not as a fault
+    report = audit_run()
+    assert book_checks.PAYMENT_SETTLED in {f.invariant for f in report.waiting}
+    assert (report.findings, report.open_cases) == ([], 1)
+    assert _audit() == (3, "audit: 1 waiting for a person")
+
+    # When the data is fixed and a person asks for a retry
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER test_poison_0 ON payments_payment")
+    staff = UserFactory.create(is_staff=True)
+    assert case_act(case_id=case.pk, action="retry", note="trigger removed", user=staff).acted
+    payment_jobs.run_once()
+
+    # Then the machine settled it, closed the case, and the audit is clean
+    assert Payment.objects.get(pk=payment.pk).status == "FAILED"
+    assert Case.objects.get().state == CaseState.RESOLVED
+    assert not ItemFailure.objects.exists()
+    assert _audit()[0] == 0
+
+
+def _audit() -> tuple[int, str]:
+    out = io.StringIO()
+    try:
+        call_command("audit", stdout=out)
+    except SystemExit as exit_:
+        return int(exit_.code or 0), out.getvalue().strip().splitlines()[-1]
+    return 0, out.getvalue().strip().splitlines()[-1]
+
+
+# --- A forged notification is a case, dismissed in one click ---------------------------
+
+
+def forged_notification() -> ProviderNotification:
+    """Validly signed (the demo's secret is public), for a reference never used."""
+    answer = notify(
+        {
+            "notify_id": "N-forged-1",
+            "trade_no": "T-forged-1",
+            "out_trade_no": "P-NEVER-OURS-1",
+            "trade_status": "SUCCESS",
+            "amount": 999,
+            "currency": "CNY",
+            "paid_at": timezone.now().isoformat(),
+        }
+    )
+    assert answer.status_code == 422  # stored, and answered: no attempt of ours
+    notification = ProviderNotification.objects.get()
+    assert notification.outcome == "unmatched"
+    return notification
+
+
+def test_a_forged_notification_is_a_case_dismissed_in_one_click(sandbox, due_at_once, caplog):
+    notification = forged_notification()
+
+    # When the reconciler asks the provider about it: the provider knows no such charge
+    assert leftovers_run_once().cases_opened == 1
+    case = Case.objects.get()
+    assert (case.kind, case.subject_id, case.reference) == (
+        CaseKind.UNKNOWN_NOTIFICATION,
+        notification.pk,
+        "P-NEVER-OURS-1",
+    )
+    # Then it is not asked about again (no ERROR line every pass), and waits for a person
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert leftovers_run_once().cases_opened == 0
+        cases_run_once()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert Case.objects.count() == 1
+    assert _audit() == (3, "audit: 1 waiting for a person")
+    listed = io.StringIO()
+    call_command("cases", stdout=listed)
+    assert listed.getvalue().split("\t")[:3] == [
+        str(case.pk),
+        "unknown-notification",
+        "P-NEVER-OURS-1",
+    ]
+
+    # When staff dismiss it in the admin, with a reason: one form, one click
+    admin = Client()
+    admin.force_login(UserFactory.create(is_staff=True, is_superuser=True))
+    url = f"/admin/reconcile/case/{case.pk}/change/"
+    assert "P-NEVER-OURS-1" in admin.get(url).content.decode()
+    answer = admin.post(url, {"action": "dismiss", "note": "forged with the public demo secret"})
+    assert answer.status_code == 302
+
+    # Then the case and the notification are resolved, with who and why; the audit is clean
+    resolved = Case.objects.get()
+    assert resolved.state == CaseState.RESOLVED
+    assert resolved.resolved_by is not None
+    assert "forged with the public demo secret" in resolved.resolution
+    assert ProviderNotification.objects.get().resolved_at is not None
+    assert CaseAction.objects.get().action == "dismiss"
+    assert _audit() == (0, "audit: clean")
+    # And the machine does not reopen it
+    leftovers_run_once()
+    cases_run_once()
+    assert Case.objects.filter(state=CaseState.OPEN).count() == 0
+
+
+def test_cases_resolve_dismisses_once_and_says_so_the_second_time(sandbox, due_at_once):
+    forged_notification()
+    leftovers_run_once()
+    case = Case.objects.get()
+    first, second = io.StringIO(), io.StringIO()
+
+    call_command("cases", "resolve", str(case.pk), "--note", "forged", stdout=first)
+    call_command("cases", "resolve", str(case.pk), "--note", "again", stdout=second)
+
+    assert first.getvalue().strip() == f"case {case.pk} dismissed"
+    assert second.getvalue().strip() == f"case {case.pk} is already resolved"
+    assert CaseAction.objects.count() == 1
+    listed = io.StringIO()
+    call_command("cases", stdout=listed)
+    assert listed.getvalue() == ""
+
+
+def test_a_double_click_on_dismiss_acts_once(sandbox, due_at_once):
+    forged_notification()
+    leftovers_run_once()
+    case = Case.objects.get()
+    staff = UserFactory.create(is_staff=True)
+    barrier = threading.Barrier(2)
+    results = []
+
+    def click() -> None:
+        try:
+            barrier.wait()
+            results.append(case_act(case_id=case.pk, action="dismiss", note="forged", user=staff))
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(r.acted for r in results) == [False, True]
+    assert CaseAction.objects.count() == 1
+    assert Case.objects.get().state == CaseState.RESOLVED
+
+
+def test_a_payment_unresolved_for_case_after_s_is_a_case_accepted_on_the_providers_word(
+    user, unknown_payment, sandbox, settings, due_at_once
+):
+    settings.CASE_AFTER_S = 3600
+    payment = unknown_payment(user, charged=True)
+    Payment.objects.filter(pk=payment.pk).update(
+        created_at=timezone.now() - timedelta(hours=2),
+        next_reconcile_at=timezone.now() + timedelta(hours=1),
+    )
+
+    assert cases_run_once().opened == 1
+    assert cases_run_once().opened == 0  # one case per subject, however often it runs
+    case = Case.objects.get()
+    assert case.kind == CaseKind.UNRESOLVED
+
+    result = case_act(case_id=case.pk, action="accept", note="asked by hand", by_name="ops")
+
+    assert result.acted
+    assert Payment.objects.get(pk=payment.pk).status == "SUCCEEDED"
+    assert Case.objects.get().state == CaseState.RESOLVED
+    fulfilment.run_once()  # (the sweep ships it: no worker in this test)
+    assert _audit() == (0, "audit: clean")
