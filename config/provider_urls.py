@@ -1,20 +1,17 @@
 """The URLs of the demo's provider server (SANDBOX_ONLY): the sandbox and its admin.
 
 The provider is another company: its server answers its own API under /sandbox/
-(whose index lists it) and shows its tables in the admin. Its root leads to
-that index, never to a second copy of the shop.
+(whose index lists it) and shows its tables, and only those, in its own admin
+site (sandbox/admin_urls.py). Its root leads to that index, never to a second copy
+of the shop.
 """
 
-from django.contrib import admin
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from config.throttling import login_throttled
-
 urlpatterns = [
-    path("admin/login/", login_throttled(admin.site.login)),
-    path("admin/", admin.site.urls),
+    path("admin/", include("sandbox.admin_urls")),
     path("sandbox/", include("sandbox.urls")),
     path("favicon.ico", RedirectView.as_view(url=static("storefront/favicon.svg"))),
     path("", RedirectView.as_view(url="/sandbox/")),

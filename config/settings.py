@@ -124,6 +124,8 @@ MIDDLEWARE = [
     # Django's own empty 405 (the pages' require_POST) leaves as problem+json.
     "config.middleware.MethodNotAllowedMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A Content-Security-Policy on every page (config/csp.py).
+    "config.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -148,6 +150,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "config.csp.csp_nonce",
             ],
         },
     },

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.auth_api import TokenObtainApi
 from config.problems import problem_detail, problem_list
@@ -25,7 +25,15 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # The split view serves Swagger UI's start-up script from a URL (?script), not
+    # inline, so the page runs under the Content-Security-Policy (config/csp.py).
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(
+            url_name="schema", template_name="api_docs/swagger_ui.html"
+        ),
+        name="swagger-ui",
+    ),
     # Every problem's `type`: /problems/<code>, exactly as the errors write it.
     path("problems/", problem_list, name="problems"),
     path("problems/<slug:code>", problem_detail, name="problem"),

@@ -192,7 +192,7 @@ def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
         record.refresh_from_db()
         if record.is_finished:  # it finished between our read and our update
             return record
-        raise IdempotencyKeyInUse()
+        raise IdempotencyKeyInUse(retry_after=_lock_remaining_s(record.locked_at, now=now))
     if record.locked_at is not None:
         # We read it locked and still got it: the lock was stale (or freed a moment
         # ago, which a metric may count as a takeover without harm).
@@ -216,6 +216,22 @@ def _count_new_key(*, user_id: int) -> None:
         return
     if (wait := hit(f"idempotency-quota:{user_id}", Rate(limit=cap, period_s=3600))) is not None:
         raise IdempotencyKeyQuota(retry_after=wait)
+
+
+def _lock_remaining_s(locked_at: datetime | None, *, now: datetime) -> float:
+    """Seconds until a lock taken at ``locked_at`` is worth asking about again (0 if free).
+
+    A live holder is done within about one provider call (PROVIDER_TIMEOUT_S) of
+    taking the lock: until then a retry should soon find its answer. A lock older
+    than that most likely belongs to a request that died, and it can be taken over
+    only IDEMPOTENCY_LOCK_TIMEOUT after it was taken: a retry sooner is refused again.
+    """
+    if locked_at is None:
+        return 0.0
+    age = (now - locked_at).total_seconds()
+    if age < settings.PROVIDER_TIMEOUT_S:
+        return settings.PROVIDER_TIMEOUT_S - age
+    return settings.IDEMPOTENCY_LOCK_TIMEOUT - age
 
 
 def _take_lock(*, record_id: int, now: datetime) -> uuid.UUID | None:
@@ -391,8 +407,15 @@ def execute(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Outc
         except _KeyRaced:
             continue  # the other request's record is committed now: look again
         except _LockLost as error:
+            # The retry that took it over holds the lock now: its age says how long.
+            locked_at = (
+                IdempotencyKey.objects.filter(pk=record.pk)
+                .values_list("locked_at", flat=True)
+                .first()
+            )
             raise IdempotencyKeyInUse(
-                "This request was taken over by a retry with the same key."
+                "This request was taken over by a retry with the same key.",
+                retry_after=_lock_remaining_s(locked_at, now=timezone.now()),
             ) from error
         except Exception:
             if record._state.adding and not record.ephemeral and _key_exists(request):

@@ -1,5 +1,6 @@
 """Errors of the Idempotency-Key layer (codes are part of the public contract)."""
 
+import math
 from typing import Any
 
 from django.utils.translation import gettext_noop
@@ -34,11 +35,14 @@ class IdempotencyKeyInUse(ApplicationError):
     title = gettext_noop("Request in progress")
     default_detail = "A request with this Idempotency-Key is in progress; retry shortly."
 
-    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+    def __init__(
+        self, detail: str | None = None, *, retry_after: float = 1.0, **extra: Any
+    ) -> None:
         super().__init__(detail, **extra)
-        # The first request usually finishes within a second; the client retries
-        # with the same key and then gets the replay.
-        self.headers["Retry-After"] = "1"
+        # From the holder's lock (core._lock_remaining_s): when a live holder will
+        # have finished, or, past that, when a dead one's lock may be taken over.
+        # Never 0: "retry at once" is the storm Retry-After exists to prevent.
+        self.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
 
 
 class IdempotencyKeyMismatch(ApplicationError):

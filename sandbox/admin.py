@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.contrib import admin
+from django.db.models import Model
 
 from config.admin import ReadOnlyAdmin
 from sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
@@ -83,12 +84,35 @@ class FaultAdmin(ProviderAdmin):
     list_display = ("mode", "target", "remaining", "delay_s", "copies", "updated_at")
 
 
+class ProviderAdminSite(admin.AdminSite):
+    """The admin of the provider's own server (config/provider_urls.py): its tables only.
+
+    The provider is another company: a staff login there sees its wallets, charges
+    and notifications, never the shop's orders, ledger, users or tokens, though
+    the demo keeps both in one database.
+    """
+
+    site_header = "Sandbox provider"
+    site_title = "Sandbox provider"
+    index_title = "The provider's tables"
+
+
+# Named "admin" like Django's own: the admin's templates reverse "admin:..." URLs, and
+# the provider's URL conf mounts this site alone.
+provider_site = ProviderAdminSite(name="admin")
+
+PROVIDER_TABLES: list[tuple[type[Model], type[ProviderAdmin]]] = [
+    (Wallet, WalletAdmin),
+    (Charge, ChargeAdmin),
+    (Refund, RefundAdmin),
+    (IdempotencyRecord, IdempotencyRecordAdmin),
+    (Notification, NotificationAdmin),
+    (Fault, FaultAdmin),
+]
+
 # Only where the sandbox is served (SANDBOX_ENABLED): a deployed shop's admin has no
-# provider tables to show.
+# provider tables to show. The shop's admin of the demo and the tests shows them too.
 if settings.SANDBOX_ENABLED:
-    admin.site.register(Wallet, WalletAdmin)
-    admin.site.register(Charge, ChargeAdmin)
-    admin.site.register(Refund, RefundAdmin)
-    admin.site.register(IdempotencyRecord, IdempotencyRecordAdmin)
-    admin.site.register(Notification, NotificationAdmin)
-    admin.site.register(Fault, FaultAdmin)
+    for model, model_admin in PROVIDER_TABLES:
+        admin.site.register(model, model_admin)
+        provider_site.register(model, model_admin)

@@ -252,7 +252,10 @@ def payment_answers_apply(answers: list[tuple[Payment, Answer]]) -> list[Resolut
         )
         with context.bound(out_trade_no=payment.out_trade_no):
             logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
-        guard.settled(key=payment.pk, reference=payment.out_trade_no)  # if it failed before
+        if payment.reconcile_attempts:
+            # Backed off before (unreachable, or failed): a failure count to clear, if
+            # any. The common first-try attempt costs no read of the counts.
+            guard.settled(key=payment.pk, reference=payment.out_trade_no)
         resolutions.append(resolution)
     return resolutions
 

@@ -172,17 +172,33 @@ def plant_locked_record(user, product, *, locked_at) -> str:
     return key
 
 
-def test_same_key_while_in_flight_is_409_with_retry_after(create_order, user, product):
-    # Given a request holding the key's lock right now (committed, not finished)
-    key = plant_locked_record(user, product, locked_at=timezone.now())
+@pytest.mark.parametrize(
+    ("lock_age_s", "retry_after"),
+    [
+        # A live holder is done within one provider call (PROVIDER_TIMEOUT_S = 5 s).
+        (0, 5),
+        (3, 2),
+        # Past that it is likely dead: until its lock may be taken over (60 s).
+        (10, 50),
+        (45, 15),
+        (59, 1),  # under a second left: still 1, never 0
+    ],
+)
+def test_same_key_while_in_flight_is_409_with_retry_after(
+    create_order, user, product, settings, lock_age_s, retry_after
+):
+    settings.PROVIDER_TIMEOUT_S, settings.IDEMPOTENCY_LOCK_TIMEOUT = 5.0, 60
+    # Given a request holding the key's lock, taken lock_age_s ago (committed, not finished)
+    locked_at = timezone.now() - timedelta(seconds=lock_age_s)
+    key = plant_locked_record(user, product, locked_at=locked_at)
 
     # When the same request arrives again
     response = create_order(key=key)
 
-    # Then it is told to come back, and nothing was run for it
+    # Then it is told to come back once the lock can be taken over, and nothing ran
     assert response.status_code == 409
     assert response.json()["code"] == "idempotency-key-in-use"
-    assert response["Retry-After"] == "1"
+    assert response["Retry-After"] == str(retry_after)
     assert Order.objects.count() == 0
     assert IdempotencyKey.objects.get(key=key).recovery_point == RecoveryPoint.STARTED
 

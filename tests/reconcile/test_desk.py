@@ -28,8 +28,13 @@ from payments.models import LedgerEntry, Payment, Refund
 from reconcile.audit import audit_run
 from reconcile.checks import books as book_checks
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
-from reconcile.desk.services import case_act, cases_run_once
-from reconcile.models import LineOutcome, StatementLine
+from reconcile.desk.services import (
+    CaseActionRefused,
+    case_act,
+    cases_run_once,
+    notification_case_open,
+)
+from reconcile.models import LineOutcome, StatementLine, StrayCapture
 from reconcile.services import fulfilment
 from reconcile.services import notifications as notification_jobs
 from reconcile.services import payments as payment_jobs
@@ -375,3 +380,50 @@ def test_a_payment_unresolved_for_case_after_s_is_a_case_accepted_on_the_provide
     assert Case.objects.get().state == CaseState.RESOLVED
     fulfilment.run_once()  # (the sweep ships it: no worker in this test)
     assert _audit() == (0, "audit: clean")
+
+
+def test_refund_on_a_notification_case_refunds_what_the_provider_confirms_once(
+    user, wallet, sandbox, due_at_once
+):
+    # Given a notification of a real capture for a reference the shop never wrote,
+    # held by a case (the provider did not confirm it when first asked)
+    out_trade_no, trade_no = stray_charge(user, amount=640)
+    notification = ProviderNotification.objects.create(
+        notify_id="N-lost-1",
+        trade_no=trade_no,
+        out_trade_no=out_trade_no,
+        trade_status="SUCCESS",
+        amount=640,
+        currency="CNY",
+        outcome=ProviderNotification.Outcome.UNMATCHED,
+        response_status=422,
+        response_body={},
+    )
+    notification_case_open(notification=notification, why="the provider did not answer")
+    case = Case.objects.get()
+
+    # When a person refunds it, twice (a double click)
+    first = case_act(case_id=case.pk, action="refund", note="our lost record", by_name="ops")
+    second = case_act(case_id=case.pk, action="refund", note="our lost record", by_name="ops")
+
+    # Then the provider refunded it once, the case and the notification are closed
+    assert (first.acted, second.acted) == (True, False)
+    assert StrayCapture.objects.get().refund_status == "SUCCEEDED"
+    seen = wallet(user)
+    assert seen["charged_total"] - seen["refunded_total"] == 0
+    assert ProviderNotification.objects.get().resolved_at is not None
+    assert CaseAction.objects.count() == 1
+    assert _audit() == (0, "audit: clean")
+
+
+def test_an_action_needs_a_reason_and_must_fit_the_case(sandbox, due_at_once):
+    forged_notification()
+    leftovers_run_once()
+    case = Case.objects.get()
+
+    with pytest.raises(CaseActionRefused):
+        case_act(case_id=case.pk, action="dismiss", note="  ", by_name="ops")
+    with pytest.raises(CaseActionRefused):
+        case_act(case_id=case.pk, action="accept", note="why not", by_name="ops")
+    assert Case.objects.get().state == CaseState.OPEN
+    assert not CaseAction.objects.exists()

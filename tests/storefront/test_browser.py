@@ -72,15 +72,26 @@ def browser(allow_orm_beside_playwright: None) -> Iterator[Any]:
             chromium.close()
 
 
+def refused_by_policy(message: Any) -> bool:
+    # Chromium reports every Content-Security-Policy refusal on the console, as an error.
+    return message.type == "error" and "Content Security Policy" in message.text
+
+
 @pytest.fixture
-def page(browser: Any, sandbox: str, demo_mode: None) -> Any:
+def page(browser: Any, sandbox: str, demo_mode: None) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1024, "height": 900})
     context.set_default_timeout(WAIT_MS)
     tab = context.new_page()
+    # Every test's pages, checked as they run: nothing the policy refuses (config/csp.py),
+    # no script that throws.
+    refused: list[str] = []
+    tab.on("console", lambda m: refused.append(m.text) if refused_by_policy(m) else None)
+    tab.on("pageerror", lambda error: refused.append(f"uncaught: {error}"))
     try:
         yield tab
     finally:
         context.close()
+    assert refused == []
 
 
 def shot(page: Any, name: str) -> None:
@@ -257,3 +268,16 @@ def test_the_first_hour_of_a_new_user(
     # Django's inline script builds the link and hides it when no line may be added.
     assert page.locator(".add-row a:visible").count() == 0
     shot(page, "15-first-hour-admin-order")
+
+
+def test_the_admin_the_api_docs_and_the_problem_pages_run_under_the_policy(page, live_server):
+    staff = UserFactory.create(username="csp-staff", is_staff=True, is_superuser=True)
+    base = live_server.url
+    log_in(page, base, staff.username)
+
+    for path in ("/admin/", "/admin/orders/order/", "/admin/orders/product/add/", "/problems/"):
+        goto(page, f"{base}{path}")
+    goto(page, f"{base}/api/docs/")
+    page.locator(".swagger-ui .info").wait_for()  # Swagger UI's scripts ran
+    page.get_by_text("/api/v1/orders/", exact=True).first.wait_for()
+    shot(page, "20-api-docs-under-csp")
