@@ -67,9 +67,12 @@ def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCo
     refunded = 0
     for stray in strays_unrefunded():
         if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(
-            stray=stray
+            stray=stray, provider=provider
         ):
-            continue  # another runner started the next attempt (and sends it)
+            # An earlier attempt was carried out late (refunded: nothing to start), or
+            # another runner started the next attempt (and sends it), or not due yet.
+            refunded += stray.refund_status == RefundAttemptStatus.SUCCEEDED
+            continue
         refunded += stray_refund(stray=stray, provider=provider) == "SUCCEEDED"
     return LeftoverCounts(
         statements=len(statements),
