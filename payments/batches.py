@@ -8,8 +8,9 @@ same settlement for a whole batch of answers, in one transaction of four
 statements whatever the batch's size:
 
 1. lock the batch's orders, in id order (``SELECT ... ORDER BY id FOR UPDATE``):
-   the one lock order every writer uses, the order row before its payment, so a
-   batch never deadlocks with a pay, a cancel, a callback or another batch;
+   the one lock order every writer uses (``payments/locks.py``, spelled here in
+   SQL), the order row before its payment, so a batch never deadlocks with a
+   pay, a cancel, a callback or another batch;
 2. move the attempts: one conditional ``UPDATE ... FROM unnest(...) WHERE
    status IN (PENDING, UNKNOWN) RETURNING``, the batch form of the settle's own
    conditional UPDATE: an attempt a callback or a retry settled first is not

@@ -25,12 +25,14 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
 from idempotency.core import MoveTo, Respond, atomic_phase, single_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability import context
+from orders.models import Order
 from orders.selectors import order_get
 from orders.serializers import order_representation
 from orders.services import order_cancel
@@ -77,6 +79,9 @@ def order_pay_flow(
     while True:
         match record.recovery_point:
             case PayPoint.STARTED:
+                _settle_earlier_attempts(
+                    user_id=user_id, order_number=order_number, provider=provider
+                )
                 atomic_phase(record, lambda: _start(user_id=user_id, order_number=order_number))
             case PayPoint.PAYMENT_CREATED:
                 payment_id = record.resource_id
@@ -92,6 +97,36 @@ def order_pay_flow(
                 return
             case other:
                 raise UnknownRecoveryPoint(other)
+
+
+def _settle_earlier_attempts(*, user_id: int, order_number: str, provider: PaymentProvider) -> None:
+    """Before a new attempt at an order's money, ask the provider about the earlier
+    ones that failed, and settle what it says. Outside any transaction.
+
+    A decline is final for an attempt's answer, not for the money: an asynchronous
+    method declined now may be paid later (and a fence cannot recall it). If the
+    provider has since captured an earlier attempt, ``capture_orphan_resolve``
+    decides as everywhere else: the order is UNPAID with nothing live, so it
+    rolls forward and is PAID through that attempt; phase one then finds it paid
+    and the answer is the contract's 409 ``order-not-payable`` (stored, like any
+    pay of a paid order): this request paid nothing, so it never answers 200 for
+    a payment it did not make, and no second charge is ever sent. The client
+    reads the order to see it PAID. Provider unreachable: 503
+    ``payment-outcome-unknown`` (nothing stored, nothing charged; a retry with
+    the same key asks again), rather than a new charge beside one that may yet
+    succeed.
+    """
+    order = Order.objects.filter(number=order_number, user_id=user_id, status=Order.Status.UNPAID)
+    failed = Payment.objects.filter(order=OuterRef("pk"), status=PaymentStatus.FAILED)
+    if not order.filter(Exists(failed)).exists():
+        return  # the common case, an order's first attempt: one cheap read, nothing to ask
+    for payment in Payment.objects.filter(order__in=order, status=PaymentStatus.FAILED):
+        try:
+            account = provider.query(out_trade_no=payment.out_trade_no)
+        except ProviderOutcomeUnknown as error:
+            raise PaymentOutcomeUnknown(reason=str(error)) from error
+        if account is not None and account.status is ChargeStatus.SUCCESS:
+            capture_orphan_resolve(payment_id=payment.pk, capture=account)
 
 
 def _start(*, user_id: int, order_number: str) -> MoveTo:

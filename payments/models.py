@@ -130,12 +130,19 @@ class Refund(models.Model):
                 condition=Q(status__in=UNSETTLED_REFUND_STATUSES),
                 name="refund_one_live_per_order",
             ),
-            # An orphaned capture is refunded by one attempt at a time, and never
-            # again once it succeeded.
+            # An orphaned capture is refunded by one attempt at a time ...
             models.UniqueConstraint(
                 fields=["payment"],
-                condition=Q(order__isnull=True) & ~Q(status=RefundAttemptStatus.FAILED),
-                name="refund_one_per_orphaned_capture",
+                condition=Q(order__isnull=True, status__in=UNSETTLED_REFUND_STATUSES),
+                name="refund_one_unsettled_per_orphaned_capture",
+            ),
+            # ... and succeeds once. Not "one live": an attempt declined now may be
+            # carried out later while the next one is in flight, and that late
+            # success must be bookable (payments/orphans.py, "Late outcomes").
+            models.UniqueConstraint(
+                fields=["payment"],
+                condition=Q(order__isnull=True, status=RefundAttemptStatus.SUCCEEDED),
+                name="refund_one_succeeded_per_orphaned_capture",
             ),
             models.CheckConstraint(condition=Q(amount__gt=0), name="refund_amount_positive"),
         ]

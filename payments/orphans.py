@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -35,19 +35,33 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from orders.models import Order
+from payments.locks import lock_order_and_payment, lock_order_and_refund
 from payments.models import (
     LIVE_STATUSES,
     ORPHANED_CAPTURE_REASON,
+    UNSETTLED_REFUND_STATUSES,
     LedgerEntry,
     Payment,
     PaymentStatus,
     Refund,
     RefundAttemptStatus,
 )
-from payments.providers import ChargeResult, ChargeStatus
+from payments.providers import (
+    ChargeResult,
+    ChargeStatus,
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    RefundStatus,
+    get_provider,
+)
+from payments.refunds import refund_settle
 from payments.services import Settlement, payment_settle
 
 logger = logging.getLogger(__name__)
+
+# The failure code of a refund attempt cancelled before it was sent, because an
+# earlier attempt of the same capture was carried out late (never sent twice).
+SUPERSEDED = "superseded"
 
 
 class OrphanOutcome(enum.Enum):
@@ -62,10 +76,7 @@ class OrphanOutcome(enum.Enum):
 def capture_orphan_resolve(*, payment_id: int, capture: ChargeResult) -> OrphanOutcome:
     """Account for a capture the provider confirmed for this attempt, once (see the module)."""
     with transaction.atomic():
-        # The one lock order: the order row, then the attempt.
-        order_id = Payment.objects.values_list("order_id", flat=True).get(pk=payment_id)
-        order = Order.objects.select_for_update().get(pk=order_id)
-        payment = Payment.objects.select_for_update().get(pk=payment_id)
+        order, payment = lock_order_and_payment(payment_id=payment_id)
         if (
             capture.status is not ChargeStatus.SUCCESS
             or capture.out_trade_no != payment.out_trade_no
@@ -148,7 +159,10 @@ def _book_orphan(*, payment: Payment, capture: ChargeResult, why: str) -> None:
 
 
 def orphan_refund_start(
-    *, payment_id: int, retry_delay_s: Callable[[int], float] | None = None
+    *,
+    payment_id: int,
+    retry_delay_s: Callable[[int], float] | None = None,
+    provider: PaymentProvider | None = None,
 ) -> Refund | None:
     """Start the next refund attempt of an orphaned capture, unless one is live or done.
 
@@ -158,12 +172,32 @@ def orphan_refund_start(
     (FAILED) is final at the provider for its reference, so it is followed by
     attempt n + 1, by the reconciler, until one succeeds.
 
+    Declined is final for the reference, not for the money: a provider may carry
+    a declined refund out later. So before attempt n + 1 the provider is asked
+    about every earlier reference (``orphan_refund_find_late``); one it carried
+    out after all is booked, and no new attempt starts. An unreachable provider
+    starts nothing either: the next pass asks again.
+
     ``retry_delay_s(declined)``: how long after the last decline the next attempt
     may be sent (the reconciler's backoff); it is created at once, live and
     counted, and claimed only then. None: due at once.
     """
+    # Read without a lock (the provider is asked outside any transaction); the
+    # locked transaction below checks again before it writes.
+    earlier = list(Refund.objects.filter(payment_id=payment_id, order__isnull=True))
+    if any(refund.status != RefundAttemptStatus.FAILED for refund in earlier):
+        return None
+    if earlier:
+        try:
+            if orphan_refund_find_late(refunds=earlier, provider=provider or get_provider()):
+                return None
+        except ProviderOutcomeUnknown as error:
+            logger.warning(
+                "payment %s: provider unreachable (%s): no refund yet", payment_id, error
+            )
+            return None
     with transaction.atomic():
-        payment = Payment.objects.select_for_update().get(pk=payment_id)
+        _, payment = lock_order_and_payment(payment_id=payment_id)
         if payment.status != PaymentStatus.ORPHANED:
             return None
         refunds = Refund.objects.filter(payment=payment, order__isnull=True)
@@ -174,12 +208,65 @@ def orphan_refund_start(
         return Refund.objects.create(
             order=None,
             payment=payment,
-            refund_no=f"R{payment.out_trade_no}-{declined + 1}",
+            refund_no=orphan_refund_no(payment, declined + 1),
             amount=capture.amount,
             currency=capture.currency,
             reason=ORPHANED_CAPTURE_REASON,
             next_reconcile_at=_not_before(refunds, declined=declined, delay_s=retry_delay_s),
         )
+
+
+def orphan_refund_no(payment: Payment, attempt: int) -> str:
+    """Our reference for refund attempt ``attempt`` (1, 2, ...) of an orphaned capture:
+    every reference one ever used is derivable from its attempt and the number."""
+    return f"R{payment.out_trade_no}-{attempt}"
+
+
+def orphan_refund_find_late(*, refunds: Iterable[Refund], provider: PaymentProvider) -> bool:
+    """Ask the provider about each declined refund attempt; book one it carried out
+    after all. True if one of them is (now) booked as the capture's refund.
+
+    Raises ProviderOutcomeUnknown (nothing is guessed from silence).
+    """
+    for refund in refunds:
+        if refund.status != RefundAttemptStatus.FAILED:
+            continue
+        account = provider.query_refund(out_refund_no=refund.refund_no)
+        if account is None or account.status is not RefundStatus.SUCCESS:
+            continue
+        logger.warning("orphan refund %s: declined, then carried out late", refund.refund_no)
+        settled = refund_settle(refund_id=refund.pk, result=account, confirmed=True)
+        if settled.outcome in (Settlement.APPLIED, Settlement.ALREADY_APPLIED):
+            return True
+    return False
+
+
+def orphan_refund_cancel(*, refund_id: int) -> bool:
+    """Cancel an orphaned capture's refund attempt that the provider never received,
+    because an earlier attempt was carried out late: FAILED (``superseded``), never sent.
+
+    The caller asked the provider first (it holds no refund of this reference).
+    Under the order's lock, which every settlement of a refund takes first: a
+    late success booked by another runner is either seen here or comes after.
+    Should a send of it still be under way somewhere, the provider declines it
+    (the capture has nothing left to refund), which settles it the same way.
+    """
+    with transaction.atomic():
+        _, refund = lock_order_and_refund(refund_id=refund_id)
+        if refund.order_id is not None or refund.status not in UNSETTLED_REFUND_STATUSES:
+            return False
+        siblings = Refund.objects.filter(payment_id=refund.payment_id, order__isnull=True)
+        if not siblings.filter(status=RefundAttemptStatus.SUCCEEDED).exists():
+            return False
+        now = timezone.now()
+        Refund.objects.filter(pk=refund_id, status__in=UNSETTLED_REFUND_STATUSES).update(
+            status=RefundAttemptStatus.FAILED,
+            failure_code=SUPERSEDED,
+            settled_at=now,
+            updated_at=now,
+        )
+    logger.warning("orphan refund %s: superseded by a late success, not sent", refund.refund_no)
+    return True
 
 
 def _not_before(

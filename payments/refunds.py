@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -23,6 +24,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
 from payments.errors import OrderNotRefundable, RefundExceedsPaid
+from payments.locks import lock_order_and_refund, orders_to_lock
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     LedgerEntry,
@@ -69,7 +71,7 @@ def refund_create(
     with transaction.atomic():
         # The order row lock first, like every writer of an order and its money: a
         # settlement cannot change refunded_amount between our check and our insert.
-        orders = Order.objects.select_for_update()
+        orders = orders_to_lock()
         order = get_object_or_404(
             orders if is_staff else orders.filter(user_id=user_id), number=order_number
         )
@@ -167,16 +169,17 @@ def refund_settle(
     try:
         with transaction.atomic():
             return _settle(refund_id=refund_id, result=result, confirmed=confirmed)
-    except _Conflict as conflict:
+    except (_Conflict, IntegrityError) as conflict:
+        # IntegrityError: a unique index refused a second success of the same money
+        # (another attempt of an orphaned capture, the provider's refund_id booked
+        # already) — the provider would have refunded it twice: for a person.
         reason = str(conflict)
         logger.error("refund %s: provider result not applied: %s", refund_id, reason)
         return RefundSettleResult(Settlement.CONFLICT, Refund.objects.get(pk=refund_id), reason)
 
 
 def _settle(*, refund_id: int, result: RefundResult, confirmed: bool) -> RefundSettleResult:
-    refund = Refund.objects.select_related("payment").get(pk=refund_id)
-    # The one lock order: the order row, then the refund (the UPDATE below).
-    order = Order.objects.select_for_update().get(pk=refund.payment.order_id)
+    order, refund = lock_order_and_refund(refund_id=refund_id)
     if result.out_refund_no != refund.refund_no:
         raise _Conflict(f"answer names refund {result.out_refund_no}, not {refund.refund_no}")
     now = timezone.now()
@@ -225,9 +228,21 @@ def _settle(*, refund_id: int, result: RefundResult, confirmed: bool) -> RefundS
         )
         if refund.order_id is not None:  # an orphaned capture's refund is not the order's
             _count_refund(order=order, amount=refund.amount)
+        else:
+            _hasten_superseded(refund=refund, now=now)
     for name, value in changes.items():
         setattr(refund, name, value)
     return RefundSettleResult(Settlement.APPLIED, refund)
+
+
+def _hasten_superseded(*, refund: Refund, now: datetime) -> None:
+    """An orphaned capture's refund succeeded (maybe late, a declined one carried out
+    after all): any later attempt of it still unsettled is due now, not after its
+    backoff, so the reconciler cancels it before it is sent, or settles its
+    harmless decline (``orphans.orphan_refund_cancel``)."""
+    Refund.objects.filter(
+        payment_id=refund.payment_id, order__isnull=True, status__in=UNSETTLED_REFUND_STATUSES
+    ).exclude(pk=refund.pk).update(next_reconcile_at=now)
 
 
 def _count_refund(*, order: Order, amount: int) -> None:

@@ -22,6 +22,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from orders.models import Order
 from orders.tasks import fulfil_order, fulfil_orders
 from payments.errors import OrderNotPayable
+from payments.locks import lock_order_and_payment, orders_to_lock
 from payments.models import (
     LIVE_STATUSES,
     UNSETTLED_STATUSES,
@@ -54,7 +55,7 @@ def payment_create(*, user_id: int, order_number: str) -> Payment:
         # The order row lock is the one lock pay and cancel both take, first: a
         # cancel cannot slip between our checks and our insert.
         order = get_object_or_404(
-            Order.objects.select_for_update().select_related("user"),
+            orders_to_lock().select_related("user"),
             number=order_number,
             user_id=user_id,
         )
@@ -159,11 +160,9 @@ def payment_settle(
 
 
 def _settle(*, payment_id: int, result: ChargeResult, confirmed: bool) -> SettleResult:
-    payment = Payment.objects.get(pk=payment_id)
-    # Locks in the one order every writer takes them — the order row, then its
-    # payment — so a settlement never deadlocks with a concurrent pay or cancel of
-    # the same order (payment_create and order_cancel lock the order first too).
-    order = Order.objects.select_for_update().get(pk=payment.order_id)
+    # The one lock order (payments.locks): a settlement never deadlocks with a
+    # concurrent pay, cancel, refund or orphan booking of the same order.
+    order, payment = lock_order_and_payment(payment_id=payment_id)
     if result.out_trade_no != payment.out_trade_no:
         # An answer about another attempt is never applied to this one.
         raise _Conflict(f"answer names {result.out_trade_no}, not {payment.out_trade_no}")

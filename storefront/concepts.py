@@ -94,7 +94,7 @@ CONCEPTS = (
     Concept(
         _("Orphaned captures: rolled forward, or booked and refunded automatically"),
         ("payments.orphans.capture_orphan_resolve", "payments.orphans.orphan_refund_start"),
-        ("refund_one_per_orphaned_capture",),
+        ("refund_one_unsettled_per_orphaned_capture", "refund_one_succeeded_per_orphaned_capture"),
         "docs/reconciliation.md",
     ),
     Concept(

@@ -24,7 +24,11 @@ attempt here (``orphan_refund_start``), until one succeeds: a new reference (a
 declined one is final at the provider), created at once so it is counted, and
 sent after the reconciler's backoff from the last decline (``next_reconcile_at``),
 as an unreachable provider is retried, so a provider that keeps declining is
-not asked again on every pass.
+not asked again on every pass. Declined is final for a reference, not for the
+money: before each new attempt the provider is asked about every earlier one,
+and one carried out late is booked instead. A later attempt still unsent when
+that happens is cancelled here (``SUPERSEDED``), never sent; one already sent
+is declined by the provider (nothing is left to refund), harmlessly.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from django.utils import timezone
 
 from observability import context
 from payments.models import UNSETTLED_REFUND_STATUSES, Refund, RefundAttemptStatus
-from payments.orphans import orphan_refund_start
+from payments.orphans import orphan_refund_cancel, orphan_refund_start
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
@@ -62,6 +66,9 @@ class RefundResolution(enum.Enum):
 
     REFUNDED = "refunded"  # the provider refunded it: SUCCEEDED
     DECLINED = "declined"  # the provider refused it: FAILED
+    # An orphan refund not sent yet, whose capture an earlier attempt refunded late:
+    # FAILED without sending (payments.orphans.orphan_refund_cancel)
+    SUPERSEDED = "superseded"
     ALREADY_SETTLED = "already_settled"  # a notification or a client retry was first
     UNREACHABLE = "unreachable"  # no answer from the provider: backoff, nothing guessed
     CONFLICT = "conflict"  # the provider contradicts our books: left for a human (audit)
@@ -73,6 +80,7 @@ SETTLED = frozenset(
     for r in (
         RefundResolution.REFUNDED,
         RefundResolution.DECLINED,
+        RefundResolution.SUPERSEDED,
         RefundResolution.ALREADY_SETTLED,
     )
 )
@@ -86,6 +94,7 @@ class RefundReconcileCounts:
     claimed: int = 0
     refunded: int = 0
     declined: int = 0
+    superseded: int = 0
     already_settled: int = 0
     unreachable: int = 0
     conflict: int = 0
@@ -98,6 +107,11 @@ def refund_reconcile(*, refund: Refund, provider: PaymentProvider) -> RefundReso
     """Settle one unsettled refund attempt from the provider's account of it."""
     try:
         account = provider.query_refund(out_refund_no=refund.refund_no)
+        orphan = refund.order_id is None
+        if account is None and orphan and orphan_refund_cancel(refund_id=refund.pk):
+            # The provider never got it, and an earlier attempt of the same orphaned
+            # capture was carried out late meanwhile: not sent, ever.
+            return RefundResolution.SUPERSEDED
         if account is None:
             # See the module docstring: sending again with the same derived key is a
             # replay at the provider if an earlier send got there after all.
@@ -143,7 +157,7 @@ def _reconcile_guarded(
     return resolution
 
 
-def _orphan_refunds_restart() -> tuple[int, int]:
+def _orphan_refunds_restart(*, provider: PaymentProvider) -> tuple[int, int]:
     """Start the next refund of every orphaned capture due for one: (started, failed)."""
     guard = ItemGuard(job=ORPHAN_REFUNDS, subject_type="payment")
     started = 0
@@ -154,7 +168,10 @@ def _orphan_refunds_restart() -> tuple[int, int]:
             key=payment_id,
             reference=str(payment_id),
             work=partial(
-                orphan_refund_start, payment_id=payment_id, retry_delay_s=reconcile_backoff_s
+                orphan_refund_start,
+                payment_id=payment_id,
+                retry_delay_s=reconcile_backoff_s,
+                provider=provider,
             ),
             failed=None,
         )
@@ -170,7 +187,7 @@ def run_once(
 ) -> RefundReconcileCounts:
     """Restart declined orphan refunds, then reconcile every due refund attempt."""
     provider = provider or get_provider()
-    restarted, restart_failed = _orphan_refunds_restart()
+    restarted, restart_failed = _orphan_refunds_restart(provider=provider)
     guard = ItemGuard(job=REFUNDS, subject_type="refund")
     counts = drain(
         Refund,

@@ -118,8 +118,12 @@ def _strays_refund(*, provider: PaymentProvider) -> tuple[int, int]:
 
 
 def _stray_refund_next(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
-    if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(stray=stray):
-        return False  # another runner started the next attempt (and sends it)
+    if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(
+        stray=stray, provider=provider
+    ):
+        # An earlier attempt was carried out late (refunded: nothing to start), or
+        # another runner started the next attempt (and sends it), or not due yet.
+        return stray.refund_status == RefundAttemptStatus.SUCCEEDED
     return stray_refund(stray=stray, provider=provider) == "SUCCEEDED"
 
 

@@ -66,13 +66,16 @@ from reconcile.models import (
     StatementDiscrepancy,
     StatementImport,
     StatementLine,
-    StrayCapture,
 )
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE
 from reconcile.services.completion import complete_requests_for
 from reconcile.services.matching import match_range, pending_ranges
 from reconcile.services.payments import payment_apply_truth
-from reconcile.services.strays import stray_capture_take, stray_refund
+from reconcile.services.strays import (
+    stray_by_refund_no,
+    stray_capture_take,
+    stray_refund_find_late,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -302,9 +305,13 @@ def _settle_refund(*, line: StatementLine, provider: PaymentProvider, since: dat
         complete_requests_for(resource_type=REFUND_RESOURCE, ids=[refund.pk], provider=provider)
         _note(line, f"no ledger entry; asked the provider: {settled.outcome.value}")
         return "asked"
-    stray = StrayCapture.objects.filter(provider=line.provider, refund_no=line.reference).first()
+    stray = stray_by_refund_no(provider=line.provider, refund_no=line.reference)
     if stray is not None:
-        stray_refund(stray=stray, provider=provider)
+        # Any reference the stray ever used: the provider lists a refund it carried out
+        # late as well as the latest attempt. Asking raises ProviderOutcomeUnknown if
+        # the provider is away: the line stays pending ("unreachable"), never a
+        # discrepancy for what a second try would settle.
+        stray_refund_find_late(stray=stray, provider=provider)
         return "stray"
     return _open(
         line,

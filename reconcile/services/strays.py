@@ -14,13 +14,20 @@ A declined refund is final at the provider for its reference, yet the money
 must still go back: after the reconciler's backoff from the decline, the next
 attempt takes the next reference (``stray_refund_restart``, a conditional
 update, so two runners start it once) and is sent like the first, until one
-succeeds.
+succeeds. Declined is final for a reference, not for the money: a provider may
+carry a declined refund out later. Every reference a stray ever used is
+derivable (``stray_refund_nos``), so before a new attempt starts, and before
+a later one is sent, the provider is asked about the earlier ones; a statement
+line or a notification about any of them finds its stray
+(``stray_by_refund_no``); and the stray's own notifications (its charge, each
+refund's) are resolved once the money is back.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -45,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 # Our references are at most 64 characters, like the provider's.
 _MAX_REFERENCE = 64
+# What stray_refund_no appends from the second attempt on.
+_ATTEMPT_SUFFIX = re.compile(r"-\d+$")
 
 
 def stray_refund_no(trade_no: str, attempt: int = 1) -> str:
@@ -55,6 +64,62 @@ def stray_refund_no(trade_no: str, attempt: int = 1) -> str:
     if len(derived) <= _MAX_REFERENCE:
         return derived
     return "S" + hashlib.sha256(trade_no.encode()).hexdigest()[:40] + suffix
+
+
+def stray_refund_nos(stray: StrayCapture) -> list[str]:
+    """Every refund reference the stray capture ever used, oldest first: derived, so
+    nothing needs recording (attempt ``refund_attempts`` is the latest)."""
+    return [stray_refund_no(stray.trade_no, n) for n in range(1, stray.refund_attempts + 1)]
+
+
+def stray_by_refund_no(*, provider: str, refund_no: str) -> StrayCapture | None:
+    """The stray capture one of whose refund attempts used ``refund_no``, or None.
+
+    All references of a stray share the first one's stem (``S<trade_no>`` or its
+    hash), and its row holds one of them, so the candidates are the strays whose
+    reference starts with the stem (one, as a rule); the derivation decides.
+    """
+    stem = _ATTEMPT_SUFFIX.sub("", refund_no)
+    candidates = StrayCapture.objects.filter(provider=provider, refund_no__startswith=stem)
+    return next((s for s in candidates if refund_no in stray_refund_nos(s)), None)
+
+
+def stray_refund_find_late(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
+    """Ask the provider about every refund reference of the stray; if it carried one
+    out (a declined one, later), record that as the stray's refund. True if refunded.
+
+    Declined is final for a reference, not for the money: a provider may carry a
+    declined refund out later. Raises ProviderOutcomeUnknown (nothing guessed).
+    """
+    if stray.refund_status == RefundAttemptStatus.SUCCEEDED:
+        return True
+    for refund_no in stray_refund_nos(stray):
+        account = provider.query_refund(out_refund_no=refund_no)
+        if (
+            account is None
+            or account.status is not RefundStatus.SUCCESS
+            or account.out_refund_no != refund_no
+            or account.out_trade_no != stray.out_trade_no
+        ):
+            continue
+        now = timezone.now()
+        # Conditional, like _settle: of two runners, one records it; a SUCCEEDED
+        # refund is final. The reference becomes the one that was carried out.
+        StrayCapture.objects.filter(pk=stray.pk).exclude(
+            refund_status=RefundAttemptStatus.SUCCEEDED
+        ).update(
+            refund_no=refund_no,
+            refund_status=RefundAttemptStatus.SUCCEEDED,
+            refund_id=account.refund_id,
+            failure_code="",
+            refunded_at=now,
+            next_refund_at=None,
+        )
+        stray.refresh_from_db()
+        logger.warning("stray refund %s: declined, then carried out late", refund_no)
+        stray_notifications_resolve()
+        return stray.refund_status == RefundAttemptStatus.SUCCEEDED
+    return False
 
 
 def stray_capture_take(
@@ -116,6 +181,10 @@ def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
         # Final for this reference; a declined one's next attempt is stray_refund_restart's.
         return stray.refund_status
     try:
+        if stray.refund_attempts > 1 and stray_refund_find_late(stray=stray, provider=provider):
+            # An earlier, declined attempt was carried out late: this one is never
+            # sent (or, sent already, the provider declines it: nothing is left).
+            return RefundAttemptStatus.SUCCEEDED
         account = provider.query_refund(out_refund_no=stray.refund_no)
         if account is None:
             account = provider.refund(
@@ -169,12 +238,21 @@ def _settle(
     stray.refresh_from_db()
 
 
-def stray_refund_restart(*, stray: StrayCapture) -> bool:
+def stray_refund_restart(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
     """Start the next refund attempt of a stray capture whose last one was declined,
     once its backoff is over: a new reference, PENDING. True if this runner started it.
 
-    One conditional UPDATE on the attempt number: of two runners, one moves it.
+    First the provider is asked about every earlier reference: one it carried out
+    after all is the stray's refund, and nothing starts. An unreachable provider
+    starts nothing either (the next pass asks again). Then one conditional
+    UPDATE on the attempt number: of two runners, one moves it.
     """
+    try:
+        if stray_refund_find_late(stray=stray, provider=provider):
+            return False
+    except ProviderOutcomeUnknown as error:
+        logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
+        return False
     started = (
         StrayCapture.objects.filter(
             pk=stray.pk,
@@ -203,12 +281,22 @@ def stray_refund_restart(*, stray: StrayCapture) -> bool:
 
 
 def strays_unrefunded() -> list[StrayCapture]:
-    """Stray captures whose refund is not settled yet, and those whose declined refund
-    is due for its next attempt. Few by nature (read off the whole table)."""
+    """Stray captures whose refund is not settled yet, those whose declined refund is
+    due for its next attempt, and declined ones the provider has since notified a
+    refund success for (a late one: asked about now, not after the backoff). Few by
+    nature (read off the whole table)."""
+    late = ProviderNotification.objects.filter(
+        out_trade_no=OuterRef("out_trade_no"),
+        event=ProviderNotification.Event.REFUND,
+        trade_status=RefundStatus.SUCCESS.value,
+        outcome=ProviderNotification.Outcome.UNMATCHED,
+        resolved_at__isnull=True,
+    )
     return list(
         StrayCapture.objects.filter(
             Q(refund_status__in=UNSETTLED_REFUND_STATUSES)
             | Q(refund_status=RefundAttemptStatus.FAILED, next_refund_at__lte=timezone.now())
+            | Q(Exists(late), refund_status=RefundAttemptStatus.FAILED)
         ).order_by("pk")
     )
 

@@ -14,8 +14,10 @@ orphaned capture the shop must account for (refund it, or roll forward).
 
 Refunds too (``target: refund``): a refund answered DECLINED now goes through
 after the delay — the charge's refundable rest taken then, the wallet credited,
-SUCCESS notified — unless the charge has no such rest left by then (another
-refund came first): then it stays DECLINED, for that reason, and nothing moves.
+SUCCESS notified (unless ``callback_drop`` dropped the declined answer's
+notifications: then the late success is not notified either) — unless the
+charge has no such rest left by then (another refund came first): then it
+stays DECLINED, for that reason, and nothing moves.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from sandbox.models import Charge, Refund
+from sandbox.models import Charge, Notification, Refund
 from sandbox.services.declines import DECLINE_EXCEEDS_REFUNDABLE, DECLINE_INSUFFICIENT_FUNDS
-from sandbox.services.faults import NO_FAULTS
+from sandbox.services.faults import NO_FAULTS, AppliedFaults
 from sandbox.services.notifications import (
     charge_notifications_schedule,
     refund_notifications_schedule,
@@ -141,5 +143,16 @@ def refund_late_success_settle(*, refund_id: int) -> Refund | None:
             currency=charge.currency,
         )
         refund.refresh_from_db()
-        refund_notifications_schedule(refund=refund, faults=NO_FAULTS)
+        refund_notifications_schedule(refund=refund, faults=_late_faults(refund))
         return refund
+
+
+# A refund whose notifications ``callback_drop`` dropped stays silent when it goes
+# through later too: the merchant learns of it by asking, or from the statement.
+_SILENT = AppliedFaults(drop_notification=True)
+
+
+def _late_faults(refund: Refund) -> AppliedFaults:
+    """The notification faults of a refund's late success: those of its declined answer."""
+    notified = Notification.objects.filter(refund=refund).exists()
+    return NO_FAULTS if notified else _SILENT

@@ -1,0 +1,214 @@
+"""A stray capture's refund (a capture for a reference we hold no attempt for)
+declined now and carried out later (the sandbox's ``late_success`` with ``target:
+refund``), while the next attempt is live, sent or declined (DESIGN.md section 7,
+"Late outcomes").
+
+Every reference a stray ever used is derivable, so the provider is asked about
+the earlier ones before another attempt starts or is sent, and a statement line
+or a notification about any of them finds its stray. The provider is the real
+sandbox over HTTP. No Celery worker: the test carries the refund out at the
+provider (the sandbox's own late-success service, which its task runs) and
+delivers the provider's notifications itself (the sandbox's own delivery), so
+each step happens exactly when the scenario says.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from callbacks.models import ProviderNotification
+from payments.providers import get_provider
+from reconcile.models import (
+    LineOutcome,
+    StatementDiscrepancy,
+    StatementImport,
+    StatementLine,
+    StrayCapture,
+)
+from reconcile.services.statement_jobs import leftovers_run_once
+from reconcile.services.statements import (
+    statement_download,
+    statement_match,
+    statement_reconcile,
+)
+from reconcile.services.strays import stray_refund_no, stray_refund_restart
+from sandbox.delivery import notification_deliver
+from sandbox.models import Notification as ProviderNotice
+from sandbox.models import Refund as ProviderRefund
+from sandbox.services.late_success import refund_late_success_settle
+from tests.reconcile.statement_helpers import today
+from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, provider_refunds
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# Long: the test, not the clock, carries the refund out (see the module).
+LATER_S = 60  # the most the sandbox allows
+
+
+def notified_stray_charge(user: User) -> tuple[str, str]:
+    """A capture for a reference the shop never wrote, notifying the shop's endpoint."""
+    out_trade_no = f"P-LOST-{uuid.uuid4().hex[:12]}"
+    result = get_provider().charge(
+        out_trade_no=out_trade_no,
+        amount=777,
+        currency="CNY",
+        payer=user.username,
+        notify_url=f"{settings.SHOP_BASE_URL}/api/v1/callbacks/sandbox/",
+        idempotency_key=f"hand-{out_trade_no}",
+    )
+    assert result.status == "SUCCESS"
+    assert result.trade_no
+    return out_trade_no, result.trade_no
+
+
+def deliver_all(out_trade_no: str) -> None:
+    """The provider delivers every notification of the charge and its refunds, once."""
+    pending = ProviderNotice.objects.filter(status=ProviderNotice.Status.PENDING)
+    for notice in pending.order_by("pk"):
+        if notice.payload.get("out_trade_no") == out_trade_no:
+            notification_deliver(notification_id=notice.pk)
+
+
+def first_declined_then_second_started(user, fault, *, silent: bool) -> StrayCapture:
+    """S1 declined now (to be carried out later), and S2 started: live, not sent."""
+    notified_stray_charge(user)
+    fault("late_success", target="refund", delay_s=LATER_S)
+    if silent:
+        fault("callback_drop", target="refund")
+    statement_reconcile(day=today())
+    stray = StrayCapture.objects.get()
+    assert (stray.refund_status, stray.refund_attempts) == ("FAILED", 1)
+    StrayCapture.objects.update(next_refund_at=timezone.now())
+    assert stray_refund_restart(stray=stray, provider=get_provider())
+    assert (stray.refund_status, stray.refund_attempts) == ("PENDING", 2)
+    return stray
+
+
+def carry_out_first(stray: StrayCapture) -> None:
+    """The provider carries S1 out now (as its late-success task would)."""
+    first = ProviderRefund.objects.get(out_refund_no=stray_refund_no(stray.trade_no, 1))
+    assert refund_late_success_settle(refund_id=first.pk) is not None
+    assert ProviderRefund.objects.get(pk=first.pk).status == "SUCCESS"
+
+
+def send_second(fault, *, answer_lost: bool) -> None:
+    """The shop sends S2 (before S1 goes through) and the provider declines it; the
+    shop hears the decline, or ("sent") its answer is lost."""
+    fault("decline", target="refund")
+    if answer_lost:
+        fault("error_after_commit", target="refund")
+    leftovers_run_once()
+    assert StrayCapture.objects.get().refund_status == ("UNKNOWN" if answer_lost else "FAILED")
+
+
+def learn(stray: StrayCapture, *, by: str) -> None:
+    """The shop learns of S1's late success: its notification, or the statement alone."""
+    if by == "notification":
+        deliver_all(stray.out_trade_no)
+        assert ProviderNotification.objects.filter(
+            out_refund_no=stray_refund_no(stray.trade_no, 1), trade_status="SUCCESS"
+        ).exists()
+        leftovers_run_once()
+    else:
+        statement_reconcile(day=today())
+
+
+def assert_refunded_once(stray: StrayCapture, user, wallet) -> None:
+    """One refund at the provider (S1), the stray refunded by it, every notification and
+    statement line resolved, the audit clean, and no further attempt started."""
+    stray.refresh_from_db()
+    first = stray_refund_no(stray.trade_no, 1)
+    assert (stray.refund_status, stray.refund_no, stray.refund_attempts) == ("SUCCEEDED", first, 2)
+    assert stray.refund_id == ProviderRefund.objects.get(out_refund_no=first).refund_id
+    at_provider = provider_refunds(stray.out_trade_no)
+    assert [s for _, s in at_provider].count("SUCCESS") == 1
+    assert wallet(user)["refunded_total"] == stray.amount
+    deliver_all(stray.out_trade_no)  # whatever the provider still had to tell
+    leftovers_run_once()
+    statement_reconcile(day=today())
+    assert not StatementLine.objects.exclude(outcome=LineOutcome.STRAY).exists()
+    assert not StatementDiscrepancy.objects.exists()
+    assert not ProviderNotification.objects.filter(resolved_at__isnull=True).exclude(
+        outcome__in=["applied", "duplicate"]
+    )
+    assert_audit_clean()
+    for _ in range(2):
+        StrayCapture.objects.update(next_refund_at=timezone.now())
+        leftovers_run_once()
+    assert provider_refunds(stray.out_trade_no) == at_provider
+    assert StrayCapture.objects.get().refund_attempts == 2
+
+
+@pytest.mark.parametrize("by", ["notification", "statement"])
+def test_a_late_stray_refund_beside_a_live_attempt_is_recognised_and_the_attempt_never_sent(
+    by, user, fault, wallet
+):
+    # Given S1 declined, S2 live and not sent yet, and S1 carried out late
+    stray = first_declined_then_second_started(user, fault, silent=by == "statement")
+    carry_out_first(stray)
+
+    # When the shop learns of it (and its leftovers job runs)
+    learn(stray, by=by)
+    leftovers_run_once()
+
+    # Then S1 is the stray's refund, and S2 was never sent
+    assert provider_refunds(stray.out_trade_no) == [(stray_refund_no(stray.trade_no, 1), "SUCCESS")]
+    assert_refunded_once(stray, user, wallet)
+
+
+@pytest.mark.parametrize("by", ["notification", "statement"])
+@pytest.mark.parametrize("later", ["sent", "declined"])
+def test_a_late_stray_refund_beside_a_sent_or_declined_attempt_is_recognised(
+    later, by, user, fault, wallet
+):
+    # Given S1 declined, S2 sent and declined (its answer heard, or lost), then S1
+    # carried out late
+    stray = first_declined_then_second_started(user, fault, silent=by == "statement")
+    send_second(fault, answer_lost=later == "sent")
+    carry_out_first(stray)
+
+    # When the shop learns of it (and its leftovers job runs)
+    learn(stray, by=by)
+    leftovers_run_once()
+
+    # Then S1 is the stray's refund; S2 stays the decline it was, and no S3 starts
+    assert provider_refunds(stray.out_trade_no) == [
+        (stray_refund_no(stray.trade_no, 1), "SUCCESS"),
+        (stray_refund_no(stray.trade_no, 2), "DECLINED"),
+    ]
+    assert_refunded_once(stray, user, wallet)
+
+
+def test_a_stray_refund_line_met_while_the_provider_is_away_waits_for_it(
+    user, fault, wallet, settings, gone_provider
+):
+    # Given a stray capture refunded at the provider, its answer lost, and a statement
+    # that lists the refund
+    notified_stray_charge(user)
+    fault("error_after_commit", target="refund")
+    statement_reconcile(day=today())
+    assert StrayCapture.objects.get().refund_status == "UNKNOWN"
+    statement = StatementImport.objects.get()
+    assert statement_download(statement=statement, provider=get_provider())[1] == 1
+
+    # When its refund line is matched while the provider cannot be reached
+    here = settings.PROVIDER_BASE_URL
+    settings.PROVIDER_BASE_URL = gone_provider
+    counts = statement_match(statement=statement, provider=get_provider())
+    settings.PROVIDER_BASE_URL = here
+
+    # Then the line waits (no discrepancy), and the next pass settles it
+    assert counts.unreachable == 1
+    refund_line = StatementLine.objects.get(kind="refund")
+    assert refund_line.outcome == "pending"
+    assert not StatementDiscrepancy.objects.exists()
+    leftovers_run_once()
+    assert StatementLine.objects.get(pk=refund_line.pk).outcome == "stray"
+    assert StrayCapture.objects.get().refund_status == "SUCCEEDED"
+    assert not StatementDiscrepancy.objects.exists()
+    assert_audit_clean()
