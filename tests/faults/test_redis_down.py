@@ -174,7 +174,7 @@ def test_what_a_stopped_broker_lost_at_commit_the_sandbox_sweep_sees_done(
     # Given the provider's broker stopped while it settles a charge and declines one
     # under late_success: both enqueues at commit are lost, the rows stay as committed
     settings.SANDBOX_NOTIFY_URLS = [NOTIFY_ORIGIN]
-    arm = staff.post("/sandbox/v1/faults", {"mode": "late_success", "delay_s": 1}, format="json")
+    arm = staff.post("/sandbox/v1/faults", {"mode": "late_success", "delay_s": 0}, format="json")
     assert arm.status_code == 201, arm.content
     redis_server.stop()
     merchant = merchant_client()
