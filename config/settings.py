@@ -194,7 +194,18 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Hard limit on any task; the broker's visibility timeout below must exceed it,
 # or Redis would hand a still-running task to a second worker.
 CELERY_TASK_TIME_LIMIT = 300
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": 3600,
+    # A broker that accepts connections and never answers (frozen, swapped out) must
+    # not hang the request that enqueues at commit (without these: for ever). Give
+    # up after 2 s, above the worker's 1 s BRPOP; Celery's publish retries (below)
+    # would each wait as long again. redis-py itself reconnects a pooled connection
+    # a restart dropped; a publish that still fails is logged and its work swept up
+    # later (DESIGN.md 7, "Redis down").
+    "socket_timeout": 2,
+    "socket_connect_timeout": 2,
+}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 0}
 CELERY_TIMEZONE = "UTC"
 
 # --- Reconciliation (reconcile/): beat's periodic work and its timings -------------

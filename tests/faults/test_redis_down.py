@@ -174,7 +174,7 @@ def test_what_a_stopped_broker_lost_at_commit_the_sandbox_sweep_sees_done(
     # Given the provider's broker stopped while it settles a charge and declines one
     # under late_success: both enqueues at commit are lost, the rows stay as committed
     settings.SANDBOX_NOTIFY_URLS = [NOTIFY_ORIGIN]
-    arm = staff.post("/sandbox/v1/faults", {"mode": "late_success", "delay_s": 1}, format="json")
+    arm = staff.post("/sandbox/v1/faults", {"mode": "late_success", "delay_s": 0}, format="json")
     assert arm.status_code == 201, arm.content
     redis_server.stop()
     merchant = merchant_client()
@@ -201,3 +201,24 @@ def test_what_a_stopped_broker_lost_at_commit_the_sandbox_sweep_sees_done(
     assert late.status == Charge.Status.SUCCESS
     queued = redis.Redis.from_url(redis_server.url).llen(celery_app.conf.task_default_queue)
     assert queued == 3  # the two lost ones, and the late success's own notification
+
+
+@pytest.mark.timeout(120)
+def test_a_frozen_broker_costs_a_pay_its_timeouts_not_a_hang(redis_server, pay, order, settings):
+    # Given a Redis (the broker too) that accepts connections and never answers; the
+    # sandbox provider shares it here, so the shop waits for its slower answer
+    settings.PROVIDER_TIMEOUT_S = 30
+    redis_server.freeze()
+    try:
+        started = time.monotonic()
+        # When the customer pays: the provider's notifications and our fulfil task are
+        # enqueued at commit, each meeting the frozen broker
+        response = pay()
+        elapsed = time.monotonic() - started
+    finally:
+        redis_server.thaw()
+
+    # Then the committed payment is the answer, within the timeouts, not a hang
+    assert response.status_code == 200, response.content
+    assert Order.objects.get(pk=order.pk).status == "PAID"
+    assert elapsed < 20, elapsed
