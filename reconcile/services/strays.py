@@ -84,16 +84,20 @@ def stray_by_refund_no(*, provider: str, refund_no: str) -> StrayCapture | None:
     return next((s for s in candidates if refund_no in stray_refund_nos(s)), None)
 
 
-def stray_refund_find_late(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
-    """Ask the provider about every refund reference of the stray; if it carried one
-    out (a declined one, later), record that as the stray's refund. True if refunded.
+def stray_refund_find_late(
+    *, stray: StrayCapture, provider: PaymentProvider, earlier_only: bool = False
+) -> bool:
+    """Ask the provider about every refund reference of the stray (``earlier_only``:
+    all but the latest); if it carried one out (a declined one, later), record that
+    as the stray's refund. True if refunded.
 
     Declined is final for a reference, not for the money: a provider may carry a
     declined refund out later. Raises ProviderOutcomeUnknown (nothing guessed).
     """
     if stray.refund_status == RefundAttemptStatus.SUCCEEDED:
         return True
-    for refund_no in stray_refund_nos(stray):
+    references = stray_refund_nos(stray)
+    for refund_no in references[:-1] if earlier_only else references:
         account = provider.query_refund(out_refund_no=refund_no)
         if (
             account is None
@@ -181,7 +185,7 @@ def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
         # Final for this reference; a declined one's next attempt is stray_refund_restart's.
         return stray.refund_status
     try:
-        if stray.refund_attempts > 1 and stray_refund_find_late(stray=stray, provider=provider):
+        if stray_refund_find_late(stray=stray, provider=provider, earlier_only=True):
             # An earlier, declined attempt was carried out late: this one is never
             # sent (or, sent already, the provider declines it: nothing is left).
             return RefundAttemptStatus.SUCCEEDED
