@@ -9,8 +9,8 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from reconcile.desk.actions import ACTIONS, case_act
 from reconcile.desk.models import Case, CaseActionKind, CaseState
-from reconcile.desk.services import ACTIONS, case_act
 from reconcile.models import StatementDiscrepancy, StatementImport, StatementLine, StrayCapture
 from reconcile.services.discrepancies import discrepancy_resolve
 

@@ -26,8 +26,8 @@ from observability.metrics.gauges import GaugeValue, gauge_values
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from reconcile.audit import audit_run
+from reconcile.desk.actions import ACTIONS
 from reconcile.desk.selectors import cases_open
-from reconcile.desk.services import ACTIONS
 
 # The page shows the most recent payers' wallets only: each is one HTTP request to
 # the provider, and the page refreshes every few seconds.

@@ -3,6 +3,7 @@
 - ``models.py``: ``Case`` (one open case per subject) and ``CaseAction`` (who did
   what, and why), and ``ItemFailure`` (the failure count of a batch item);
 - ``isolation.py``: the guard every batch job runs its items through;
-- ``services.py``: opening cases, and the actions a person takes on one;
+- ``services.py``: opening cases (and the beat job that opens the due ones);
+- ``actions.py``: the actions a person takes on a case;
 - ``selectors.py``: what is open, and what the audit holds for a person.
 """

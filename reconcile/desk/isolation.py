@@ -147,15 +147,14 @@ class ItemGuard:
                     },
                 )
                 failures = cursor.fetchone()[0]
-            ItemFailure.objects.filter(job=self.job, key=key).update(
-                next_try_at=now + timedelta(seconds=reconcile_backoff_s(failures))
-            )
+            next_try = now + timedelta(seconds=reconcile_backoff_s(failures))
+            ItemFailure.objects.filter(job=self.job, key=key).update(next_try_at=next_try)
         except DatabaseError:
             logger.exception(
                 "%s %s (%s): failed, and its failure not counted", self.job, key, reference
             )
             return
-        self._known()[key] = now  # (not due again in this pass)
+        self._known()[key] = next_try
         if failures < settings.CASE_AFTER_FAILURES:
             logger.error(
                 "%s %s (%s): failed (%d of %d before a case)",

@@ -8,8 +8,8 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_GET, require_POST
 
+from reconcile.desk.actions import CaseActionRefused, case_act
 from reconcile.desk.models import Case
-from reconcile.desk.services import CaseActionRefused, case_act
 from reconcile.statement_report import statement_books
 from storefront.access import is_staff, may_see_books, refused
 from storefront.books import books_snapshot

@@ -27,13 +27,9 @@ from callbacks.models import ProviderNotification
 from payments.models import LedgerEntry, Payment, Refund
 from reconcile.audit import audit_run
 from reconcile.checks import books as book_checks
+from reconcile.desk.actions import CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
-from reconcile.desk.services import (
-    CaseActionRefused,
-    case_act,
-    cases_run_once,
-    notification_case_open,
-)
+from reconcile.desk.services import cases_run_once, notification_case_open
 from reconcile.models import LineOutcome, StatementLine, StrayCapture
 from reconcile.services import fulfilment
 from reconcile.services import notifications as notification_jobs

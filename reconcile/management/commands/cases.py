@@ -16,9 +16,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from reconcile.desk.actions import CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseActionKind
 from reconcile.desk.selectors import case_age_s, cases_open
-from reconcile.desk.services import CaseActionRefused, case_act
 
 
 def age_text(seconds: float) -> str:

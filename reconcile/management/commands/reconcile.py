@@ -17,7 +17,8 @@ def _figure(value: object) -> str:
 class Command(BaseCommand):
     help = (
         "Run one pass of the periodic jobs (reconcile payments, complete abandoned "
-        "requests, expire unpaid orders, reap idempotency keys, fulfil paid orders) "
+        "requests, expire unpaid orders, reap idempotency keys, fulfil paid orders, open "
+        "the desk's due cases) "
         "and print what each did. Beat runs them in production; this is for operators."
     )
 
