@@ -1,11 +1,11 @@
 """``manage.py audit``: cross-check the books.
 
-Exit status: 0 clean; 1 any fault (a finding nobody holds, whatever else waits);
-3 no fault, but findings an open case holds (waiting for a person). Not 0 for
-those: the books still do not balance, and whatever checks "the audit is clean"
-(CI, the chaos run) must not pass over them; not 1, so a job that pages on a
-fault does not page again for what the open-cases alert already says (and not
-2, which is the command line's own usage error).
+Exit status: 0 clean; 1 any finding, whether nobody holds it (a fault) or an open
+case does (waiting for a person). Not 0 for the waiting ones: the books still do
+not balance, and whatever checks "the audit is clean" (CI, the chaos run, a
+cron) must not pass over them. What tells the two apart is the output (each
+line says FINDING or WAITING, the verdict counts both) and the findings gauge,
+which counts faults only, so an alert on it never pages for what a person holds.
 """
 
 from __future__ import annotations
@@ -30,16 +30,12 @@ def summary_table(report: AuditReport) -> list[str]:
     return lines
 
 
-# The exit status when every finding waits for a person (see the module doc).
-WAITING_EXIT = 3
-
-
 class Command(BaseCommand):
     help = (
         "Cross-check orders, payments, ledger, inventory, idempotency records, shipments "
         "and the provider's wallets (DESIGN.md section 9). Prints each finding with its "
-        "ids, then a summary; exits 1 on any fault, 3 if every finding waits for a person "
-        "(an open case holds it), 0 when clean."
+        "ids, then a summary; exits 1 if there is any finding (a fault, or one waiting for a "
+        "person because an open case holds it), 0 when clean."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -65,7 +61,5 @@ class Command(BaseCommand):
         if report.findings and report.waiting:
             verdict += f", {len(report.waiting)} waiting for a person"
         self.stdout.write(f"audit: {verdict}")
-        if report.findings:
+        if report.findings or report.waiting:
             sys.exit(1)
-        if report.waiting:
-            sys.exit(WAITING_EXIT)
