@@ -110,3 +110,11 @@ class FaultForm(forms.Form):
             **kwargs["initial"],
         }
         super().__init__(*args, **kwargs)
+
+
+class CaseActForm(forms.Form):
+    """One click on a desk case (/books/): the action and its reason, checked before any
+    lookup (a NUL or an over-long note is refused here, never by PostgreSQL)."""
+
+    action = forms.CharField(max_length=16)
+    note = forms.CharField(max_length=500)

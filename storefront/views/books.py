@@ -2,7 +2,7 @@
 
 import contextlib
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils.translation import gettext_noop
@@ -13,6 +13,7 @@ from reconcile.desk.models import Case
 from reconcile.statement_report import statement_books
 from storefront.access import is_staff, may_see_books, refused
 from storefront.books import books_snapshot
+from storefront.forms import CaseActForm
 
 # The sections the page's script replaces on each refresh: element id -> template.
 LIVE_SECTIONS = {
@@ -60,11 +61,15 @@ def case_act_view(request: HttpRequest, case_id: int) -> HttpResponse:
         return refused(request, CASES_FOR_STAFF)
     # A refused action (no reason, not one that fits) or a case that is not there: the
     # page shows the case as it is, still open or gone from the list.
+    form = CaseActForm(request.POST)
+    if not form.is_valid():
+        # No reason, a NUL, a note over its length: refused before anything is looked up.
+        return HttpResponseBadRequest(form.errors.as_text(), content_type="text/plain")
     with contextlib.suppress(Case.DoesNotExist, CaseActionRefused):
         case_act(
             case_id=case_id,
-            action=request.POST.get("action", ""),
-            note=request.POST.get("note", ""),
+            action=form.cleaned_data["action"],
+            note=form.cleaned_data["note"],
             user=request.user,  # type: ignore[arg-type]  # staff: logged in
         )
     return redirect("storefront:books")

@@ -279,6 +279,8 @@ def test_gunicorn_runs_as_deployed_with_throttling_out_of_the_way():
 
     assert command[1:] == [
         "config.wsgi:application",
+        "--config",
+        "python:config.gunicorn",
         "--worker-class",
         "gthread",
         "--workers",

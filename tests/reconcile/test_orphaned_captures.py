@@ -163,12 +163,11 @@ def test_the_pay_answer_itself_rolls_forward_an_attempt_failed_meanwhile(
 # --- Refunded: the order cannot take the money -------------------------------------
 
 
-def test_the_pay_answer_for_an_order_paid_meanwhile_is_402_and_the_capture_refunded(
+def test_a_pay_after_a_contradicting_notification_finds_the_first_capture_and_charges_once(
     pay, fault, order, user, wallet, settings, due_at_once
 ):
-    # Given a pay request waiting on a slow provider that will answer SUCCESS, its
-    # attempt failed meanwhile by a contradicting notification, and the order then
-    # paid through a second attempt
+    # Given a pay request waiting on a slow provider that has charged (SUCCESS, not
+    # answered yet), and its attempt failed meanwhile by a contradicting notification
     settings.PROVIDER_TIMEOUT_S = 10
     fault("timeout_after_commit", delay_s=2)
     answers: dict[str, Any] = {}
@@ -180,18 +179,20 @@ def test_the_pay_answer_for_an_order_paid_meanwhile_is_402_and_the_capture_refun
         time.sleep(0.02)
     first = Payment.objects.get(order=order)
     assert notify(body_for(first, trade_status="DECLINED")).status_code == 200
-    assert pay().status_code == 200
 
-    # When the first request's SUCCESS arrives
+    # When the customer pays again with a new key
+    again = pay()
+
+    # Then the new request asks the provider about the failed attempt first, finds its
+    # capture and rolls the order forward through it: nothing is charged again, and
+    # the new key's answer is 409 order-not-payable (stored: the order is paid)
+    assert again.status_code == 409
+    assert again.json()["code"] == "order-not-payable"
+    assert Payment.objects.filter(order=order).count() == 1
     request.join()
-
-    # Then it answers 402 payment-failed (stored), and its capture is refunded
-    assert answers["pay"].status_code == 402
-    assert answers["pay"].json()["code"] == "payment-failed"
-    assert "refunded automatically" in answers["pay"].json()["detail"]
-    pass_run_once()
-    assert_orphan_refunded(first, why="order-paid", amount=order.amount)
-    assert_books_balance(user, wallet)
+    assert answers["pay"].status_code == 200
+    assert answers["pay"].json()["status"] == "PAID"
+    assert_paid_once(order, user, wallet)
 
 
 def test_a_late_success_for_an_order_paid_by_another_attempt_is_refunded(
