@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.utils import timezone
 
-from orders.models import Order
+from orders.models import Order, Shipment
 from reconcile.desk.models import Case, ItemFailure
-from reconcile.services import expiry
+from reconcile.services import expiry, fulfilment
 from tests.reconcile.test_expiry import make_order, releases
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,3 +46,31 @@ def test_an_expiry_pass_with_one_order_that_cannot_be_cancelled_expires_the_othe
     assert expiry.run_once().failed == 1
     case = Case.objects.get()
     assert (case.kind, case.subject_type, case.subject_id) == ("item-failed", "order", orders[1].pk)
+
+
+def test_a_fulfil_sweep_with_one_order_that_cannot_be_shipped_ships_the_others(
+    user, product, poison: Callable[..., None], due_at_once
+):
+    # Given three PAID orders whose fulfil messages were lost
+    orders = [make_order(user, product, quantity=1) for _ in range(3)]
+    Order.objects.filter(pk__in=[o.pk for o in orders]).update(
+        status=Order.Status.PAID, paid_at=timezone.now()
+    )
+    # ... and the first one's shipment row is refused
+    poison("orders_shipment", f"NEW.order_id = {orders[0].pk}", event="INSERT")
+
+    counts = fulfilment.run_once()
+
+    assert (counts.examined, counts.shipped, counts.failed) == (3, 2, 1)
+    assert set(Shipment.objects.values_list("order_id", flat=True)) == {
+        orders[1].pk,
+        orders[2].pk,
+    }
+    failure = ItemFailure.objects.get()
+    assert (failure.job, failure.key, failure.reference) == (
+        "fulfilment",
+        str(orders[0].pk),
+        orders[0].number,
+    )
+    # And it backs off: the next sweep leaves it alone
+    assert fulfilment.run_once().examined == 0
