@@ -33,6 +33,9 @@ SECRET_KEY_MIN_DISTINCT = 20
 # A webhook secret is an HMAC key: 32 characters from a generator are ~190 bits;
 # the provider's notifications can be forged by whoever guesses a shorter one.
 WEBHOOK_SECRET_MIN_LENGTH = 32
+# And, like the SECRET_KEY, from many characters: 'a' * 32 is long and guessable.
+# secrets.token_urlsafe(32) shows ~30 distinct characters of its 43.
+WEBHOOK_SECRET_MIN_DISTINCT = 20
 
 
 def _split(raw: str) -> list[str]:
@@ -71,6 +74,11 @@ def production_problems(env: Mapping[str, str]) -> list[str]:
         problems.append(
             f"SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than "
             f"{WEBHOOK_SECRET_MIN_LENGTH} characters"
+        )
+    elif any(len(set(secret)) < WEBHOOK_SECRET_MIN_DISTINCT for secret in webhook_secrets):
+        problems.append(
+            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret of fewer than "
+            f"{WEBHOOK_SECRET_MIN_DISTINCT} distinct characters (low entropy: generate one)"
         )
 
     provider_key = env.get("PROVIDER_API_KEY", "").strip()

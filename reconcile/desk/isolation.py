@@ -56,6 +56,9 @@ STATEMENTS = "statements"
 STATEMENT_LINES = "statement-lines"
 STRAY_REFUNDS = "stray-refunds"
 STRAY_NOTIFICATIONS = "stray-notifications"
+EXPIRY = "expiry"
+FULFILMENT = "fulfilment"
+COMPLETION = "completion"
 
 JOBS_BY_SUBJECT = {
     "payment": [PAYMENTS, ORPHAN_REFUNDS],
@@ -64,6 +67,9 @@ JOBS_BY_SUBJECT = {
     "line": [STATEMENT_LINES],
     "statement": [STATEMENTS],
     "stray": [STRAY_REFUNDS],
+    # An UNPAID order is expiry's, a PAID one fulfilment's: never both jobs' at once.
+    "order": [EXPIRY, FULFILMENT],
+    "record": [COMPLETION],  # an idempotency record
 }
 
 # The longest error text kept per item: the traceback is in the log line.

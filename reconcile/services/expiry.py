@@ -12,7 +12,7 @@ reconciler settles the attempt before a later pass looks again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -20,49 +20,72 @@ from django.utils import timezone
 
 from orders.errors import OrderNotCancellable
 from orders.models import Order
-from orders.services import order_cancel, order_products_lock
+from orders.services import order_cancel
 from payments.services import order_cancel_blocker
+from reconcile.desk.isolation import EXPIRY, ItemGuard
 
-# Orders per transaction. The batch's order rows stay locked until it commits, and
-# a customer paying one of them waits that long (up to DATABASE_LOCK_TIMEOUT_MS):
-# 50 cancels are a fraction of a second, far below it.
+# Orders read per query. Each is cancelled in its own transaction: one whose cancel
+# raises (a bad row, a broken trigger) rolls back alone, and the pass goes on.
 BATCH_SIZE = 50
 
 
 @dataclass(frozen=True)
 class ExpireCounts:
-    """What one expiry pass did."""
+    """What one expiry pass did (``failed``: orders whose cancel raised, backing off)."""
 
     expired: int = 0
     skipped_live_attempt: int = 0
+    failed: int = 0
+
+
+def _expire(*, order_id: int, created_before: datetime) -> str | None:
+    """Cancel one old UNPAID order: "expired", "skipped", or None if it is not ours now."""
+    with transaction.atomic():
+        # SKIP LOCKED: an order a customer is paying or cancelling right now is
+        # theirs; if it is still UNPAID and old, the next pass takes it.
+        order = (
+            Order.objects.select_for_update(skip_locked=True)
+            .filter(pk=order_id, status=Order.Status.UNPAID, created_at__lt=created_before)
+            .first()
+        )
+        if order is None:
+            return None
+        try:
+            # The customer's cancel: it locks the order's products by id after the
+            # order, the order every writer takes them in.
+            order_cancel(order=order, blocker=order_cancel_blocker)
+        except OrderNotCancellable:
+            return "skipped"
+    return "expired"
 
 
 def run_once(*, batch_size: int = BATCH_SIZE) -> ExpireCounts:
-    """Cancel every UNPAID order created more than ORDER_TTL_S ago, batch by batch."""
+    """Cancel every UNPAID order created more than ORDER_TTL_S ago, one by one."""
     created_before = timezone.now() - timedelta(seconds=settings.ORDER_TTL_S)
-    expired = skipped = 0
+    guard = ItemGuard(job=EXPIRY, subject_type="order")
+    done = {"expired": 0, "skipped": 0}
     after_id = 0
-    while True:
-        with transaction.atomic():
-            # SKIP LOCKED: an order a customer is paying or cancelling right now is
-            # theirs; if it is still UNPAID and old, the next pass takes it.
-            batch = list(
-                Order.objects.select_for_update(skip_locked=True)
-                .filter(status=Order.Status.UNPAID, created_at__lt=created_before, pk__gt=after_id)
-                .order_by("pk")[:batch_size]
+    while batch := list(
+        Order.objects.filter(
+            status=Order.Status.UNPAID, created_at__lt=created_before, pk__gt=after_id
+        )
+        .order_by("pk")
+        .values_list("pk", "number")[:batch_size]
+    ):
+        after_id = batch[-1][0]
+        for order_id, number in batch:
+            if not guard.due(order_id):
+                continue  # failed lately: backing off
+            outcome = guard.run(
+                key=order_id,
+                reference=number,
+                work=lambda order_id=order_id: _expire(
+                    order_id=order_id, created_before=created_before
+                ),
+                failed=None,
             )
-            # Every product row the batch will give stock back to, locked by id
-            # before the first cancel: releasing order after order would lock them
-            # in the orders' order and deadlock with a creation (which goes by id).
-            order_products_lock(order_ids=[order.pk for order in batch])
-            for order in batch:
-                try:
-                    # Its own savepoint: a refusal undoes nothing of the others.
-                    order_cancel(order=order, blocker=order_cancel_blocker)
-                except OrderNotCancellable:
-                    skipped += 1
-                else:
-                    expired += 1
-        if len(batch) < batch_size:
-            return ExpireCounts(expired=expired, skipped_live_attempt=skipped)
-        after_id = batch[-1].pk
+            if outcome is not None:
+                done[outcome] += 1
+    return ExpireCounts(
+        expired=done["expired"], skipped_live_attempt=done["skipped"], failed=guard.failed
+    )

@@ -3,6 +3,8 @@ names every problem (config/production.py)."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -40,6 +42,18 @@ from tests.production.environment import production_env
         (
             {"SANDBOX_WEBHOOK_SECRET": f"{'n' * 40},short"},
             "SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than 32 characters",
+        ),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": "a" * 32},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret of fewer than 20 distinct",
+        ),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": "0123456789abcdefghi" * 2},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret of fewer than 20 distinct",
+        ),
+        (
+            {"SANDBOX_WEBHOOK_SECRET": f"whsec-{'k' * 40},{'b' * 64}"},
+            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret of fewer than 20 distinct",
         ),
         ({"SANDBOX_WEBHOOK_SECRET": ""}, "SANDBOX_WEBHOOK_SECRET is not set"),
         (
@@ -140,3 +154,10 @@ def test_low_entropy_secrets_are_named_together_in_one_message():
     assert message.count("\n  - ") == 2
     assert "SECRET_KEY has fewer than 20 distinct characters" in message
     assert "SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than 32" in message
+
+
+def test_a_rotating_pair_of_generated_webhook_secrets_is_accepted():
+    # Two secrets while rotating, each from a generator: many distinct characters each
+    pair = ",".join(f"whsec-{secrets.token_urlsafe(32)}" for _ in range(2))
+
+    refuse_unsafe_start(production_env(SANDBOX_WEBHOOK_SECRET=pair))  # does not raise

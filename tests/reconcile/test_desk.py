@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -42,34 +42,6 @@ from tests.factories import UserFactory
 from tests.reconcile.statement_helpers import stray_charge, today
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def poison() -> Iterator[Callable[..., None]]:
-    """``poison(table, when)``: the database refuses every write of ``table`` whose rows
-    match ``when`` (a trigger's WHEN on NEW/OLD), until the test ends."""
-    made: list[str] = []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE OR REPLACE FUNCTION test_poisoned_row() RETURNS trigger LANGUAGE plpgsql "
-            "AS $$ BEGIN RAISE EXCEPTION 'poisoned row in %', TG_TABLE_NAME; END $$"
-        )
-
-    def add(table: str, when: str, *, event: str = "UPDATE") -> None:
-        name = f"test_poison_{len(made)}"
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH ROW "
-                f"WHEN ({when}) EXECUTE FUNCTION test_poisoned_row()"
-            )
-        made.append(f"{name} ON {table}")
-
-    try:
-        yield add
-    finally:
-        with connection.cursor() as cursor:
-            for trigger in made:
-                cursor.execute(f"DROP TRIGGER IF EXISTS {trigger}")
 
 
 def settling_refused(poison: Callable[..., None], payment: Payment) -> None:
