@@ -10,10 +10,12 @@ import hmac
 import json
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import requests
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from callbacks.models import ProviderNotification
@@ -25,9 +27,12 @@ from payments.providers import (
     ChargeStatus,
     Notification,
     NotificationSignatureInvalid,
+    ProviderRejected,
+    StatementKind,
     get_provider,
 )
 from payments.providers.stripe import StripeProvider
+from payments.providers.stripe_parsing import to_stripe_amount
 from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
 from reconcile.audit import audit_run
@@ -388,3 +393,39 @@ def test_an_event_the_shop_does_not_apply_is_stored_and_acknowledged(stripe_shop
     (row,) = ProviderNotification.objects.filter(provider="stripe", notify_id="evt_other")
     assert row.outcome == ProviderNotification.Outcome.IGNORED
     assert row.reason == "customer.created"
+
+
+def test_the_statement_is_the_days_balance_transactions(stripe_shop, pay, order, client):
+    assert pay().status_code == 200
+    refunded = client.post(
+        f"/api/v1/orders/{order.number}/refunds/",
+        {"amount": 100, "reason": "test"},
+        format="json",
+        headers={"Idempotency-Key": new_key()},
+    )
+    assert refunded.status_code == 200
+    payment = Payment.objects.get(order=order)
+    attempt = Refund.objects.get(payment=payment)
+
+    today = timezone.now().date()
+    lines = list(get_provider().statement(day=today))
+    yesterday = list(get_provider().statement(day=today - timedelta(days=1)))
+
+    ours = {(line.kind, line.provider_id, line.reference, line.amount) for line in lines}
+    assert (StatementKind.CHARGE, payment.trade_no, payment.out_trade_no, order.amount) in ours
+    assert (StatementKind.REFUND, attempt.refund_id, attempt.refund_no, 100) in ours
+    assert {line.currency for line in lines if line.reference == payment.out_trade_no} == {
+        order.currency
+    }
+    # The day before holds none of them (the lines are read newest first, up to the day).
+    references = {line.reference for line in yesterday}
+    assert payment.out_trade_no not in references
+    assert attempt.refund_no not in references
+
+
+def test_a_three_decimal_amount_stripe_cannot_take_is_refused_before_sending():
+    with pytest.raises(ProviderRejected):
+        to_stripe_amount(1995, "KWD")
+    assert to_stripe_amount(1990, "KWD") == 1990
+    assert to_stripe_amount(500, "JPY") == 500  # zero-decimal: yen, as the shop counts them
+    assert to_stripe_amount(1999, "CNY") == 1999
