@@ -429,3 +429,69 @@ def test_a_three_decimal_amount_stripe_cannot_take_is_refused_before_sending():
     assert to_stripe_amount(1990, "KWD") == 1990
     assert to_stripe_amount(500, "JPY") == 500  # zero-decimal: yen, as the shop counts them
     assert to_stripe_amount(1999, "CNY") == 1999
+
+
+def _event(kind: str, obj: dict[str, Any], event_id: str) -> bytes:
+    return json.dumps(
+        {"id": event_id, "object": "event", "type": kind, "data": {"object": obj}}
+    ).encode()
+
+
+def test_a_payment_failed_event_settles_the_attempt_declined(stripe_shop, order, user):
+    # localstripe sends payment_failed only for a confirm it declines; the body is
+    # Stripe's documented event, signed as Stripe signs it.
+    payment, intent_id, _ = _prepared(user, order)
+    body = _event(
+        "payment_intent.payment_failed",
+        {
+            "id": intent_id,
+            "object": "payment_intent",
+            "amount": payment.amount,
+            "currency": payment.currency.lower(),
+            "status": "requires_payment_method",
+            "metadata": {"out_trade_no": payment.out_trade_no},
+        },
+        "evt_failed",
+    )
+
+    answer = _post_event(body, _signed(body, WEBHOOK_SECRET, int(time.time())))
+
+    assert answer.status_code == 200, answer.content
+    assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.FAILED
+    row = ProviderNotification.objects.get(provider="stripe", notify_id="evt_failed")
+    assert row.outcome == ProviderNotification.Outcome.APPLIED
+
+
+def test_a_refund_updated_event_settles_the_refund(stripe_shop, pay, order, client):
+    assert pay().status_code == 200
+    refunded = client.post(
+        f"/api/v1/orders/{order.number}/refunds/",
+        {"amount": 100, "reason": "test"},
+        format="json",
+        headers={"Idempotency-Key": new_key()},
+    )
+    assert refunded.status_code == 200
+    attempt = Refund.objects.get(payment__order=order)
+    # localstripe sends no refund events: Stripe's documented refund.updated, signed.
+    body = _event(
+        "refund.updated",
+        {
+            "id": attempt.refund_id,
+            "object": "refund",
+            "amount": 100,
+            "currency": order.currency.lower(),
+            "status": "succeeded",
+            "metadata": {
+                "out_refund_no": attempt.refund_no,
+                "out_trade_no": attempt.payment.out_trade_no,
+            },
+        },
+        "evt_refund",
+    )
+
+    answer = _post_event(body, _signed(body, WEBHOOK_SECRET, int(time.time())))
+
+    assert answer.status_code == 200, answer.content
+    row = ProviderNotification.objects.get(provider="stripe", notify_id="evt_refund")
+    assert row.outcome == ProviderNotification.Outcome.DUPLICATE  # the refund's answer came first
+    assert row.refund_attempt_id == attempt.pk
