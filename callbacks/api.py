@@ -1,4 +1,5 @@
-"""POST /api/v1/callbacks/sandbox/: the provider's notifications come in here."""
+"""POST /api/v1/callbacks/sandbox/ and /api/v1/callbacks/stripe/: each provider's
+notifications come in at its own endpoint (the adapter's ``callback_route``)."""
 
 import hashlib
 import logging
@@ -11,13 +12,14 @@ from drf_spectacular.utils import (
     extend_schema_serializer,
 )
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from callbacks.errors import CallbackMalformed, SignatureInvalid
-from callbacks.services import callback_ingest
+from callbacks.services import callback_ingest, callback_store_unapplied
 from config.bounds import BIGINT_MAX
 from config.errors import PROBLEM_CONTENT_TYPE
 from config.fields import StrictCharField
@@ -27,6 +29,7 @@ from observability import context
 from payments.providers import (
     ChargeStatus,
     NotificationMalformed,
+    NotificationNotApplied,
     NotificationSignatureInvalid,
     RefundNotification,
     RefundStatus,
@@ -156,6 +159,83 @@ class SandboxCallbackApi(APIView):
             notification.notify_id,
             answer.outcome,
             " (redelivery)" if answer.replayed else "",
+        )
+        response = Response(answer.body, status=answer.status)
+        if answer.status >= 400:
+            response.content_type = PROBLEM_CONTENT_TYPE
+        return response
+
+
+STRIPE_SIGNATURE_PARAMETER = OpenApiParameter(
+    name="Stripe-Signature",
+    type=str,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description=(
+        "Stripe's `t=<unix seconds>,v1=<hex HMAC-SHA256>`, verified by the official SDK "
+        "with STRIPE_WEBHOOK_SECRET; older or newer than 300 s is refused."
+    ),
+)
+
+
+class StripeCallbackApi(APIView):
+    """Stripe's webhook events (PAYMENT_PROVIDER=stripe): the endpoint configured in
+    Stripe's dashboard. Applied: payment_intent.succeeded / payment_failed /
+    canceled, charge.refunded, refund.updated; any other verified event is stored
+    and acknowledged. Unique on the event id per provider, in the effect's
+    transaction, as for the sandbox."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+    throttle_classes = [CallbackRateThrottle]
+    parser_classes = []
+
+    @extend_schema(
+        request={"application/json": {"type": "object"}},
+        parameters=[STRIPE_SIGNATURE_PARAMETER],
+        summary="Stripe webhook event (signed)",
+        responses={
+            200: OpenApiResponse(description="Received (applied, already applied, or stored)"),
+            400: OpenApiResponse(
+                ProblemSerializer, description="`signature-invalid` or `callback-malformed`"
+            ),
+            404: OpenApiResponse(ProblemSerializer, description="the shop does not use Stripe"),
+            422: OpenApiResponse(
+                ProblemSerializer,
+                description="`callback-mismatch` or `callback-unknown-payment`: recorded",
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        provider = get_provider()
+        if provider.name != "stripe":
+            raise NotFound()
+        raw_body = request.body
+        try:
+            notification = provider.verify_notification(headers=request.headers, raw_body=raw_body)
+        except NotificationNotApplied as other:
+            answer = callback_store_unapplied(
+                notify_id=other.notify_id,
+                kind=other.kind,
+                raw_body=raw_body,
+                provider=provider.name,
+            )
+            return Response(answer.body, status=answer.status)
+        except (NotificationSignatureInvalid, NotificationMalformed) as error:
+            logger.warning(
+                "Stripe event refused: %s (from %s, %d bytes)",
+                error,
+                request.META.get("REMOTE_ADDR"),
+                len(raw_body),
+            )
+            if isinstance(error, NotificationSignatureInvalid):
+                raise SignatureInvalid(
+                    "The Stripe-Signature header does not verify this body."
+                ) from error
+            raise CallbackMalformed(reason=str(error)) from error
+        context.bind(out_trade_no=notification.out_trade_no, notify_id=notification.notify_id)
+        answer = callback_ingest(
+            notification=notification, raw_body=raw_body, provider=provider.name
         )
         response = Response(answer.body, status=answer.status)
         if answer.status >= 400:

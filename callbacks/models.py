@@ -20,10 +20,12 @@ class ProviderNotification(models.Model):
         REJECTED = "rejected"  # amount or currency disagree with the attempt: not applied
         UNMATCHED = "unmatched"  # no attempt with this out_trade_no: for reconciliation
         DEFERRED = "deferred"  # would move a state backwards: for reconciliation
+        IGNORED = "ignored"  # verified, of a kind the shop does not apply: stored, acknowledged
 
     class Event(models.TextChoices):
         CHARGE = "charge"
         REFUND = "refund"
+        OTHER = "other"  # any other verified event (its type is in trade_status)
 
     provider = models.CharField(max_length=32, default="sandbox")
     notify_id = models.CharField(max_length=64)

@@ -219,3 +219,35 @@ def callback_unmatched_strip(
     while ids := list(stale.values_list("id", flat=True)[:batch_size]):
         stripped += ProviderNotification.objects.filter(id__in=ids).update(raw_payload="")
     return stripped
+
+
+def callback_store_unapplied(
+    *, notify_id: str, kind: str, raw_body: bytes, provider: str
+) -> IngestAnswer:
+    """Store a verified notification the shop does not apply, once, and acknowledge it.
+
+    The same unique (provider, notify_id) as every other notification: a
+    redelivery finds the row and gets the same 200.
+    """
+    if first := ProviderNotification.objects.filter(provider=provider, notify_id=notify_id).first():
+        return _stored(first)
+    row = ProviderNotification(
+        provider=provider,
+        notify_id=notify_id,
+        event=ProviderNotification.Event.OTHER,
+        out_trade_no="",
+        trade_status="",
+        amount=0,
+        currency="",
+        raw_payload=raw_body.decode(),
+        outcome=Outcome.IGNORED,
+        reason=kind,
+        response_status=200,
+        response_body=RECEIVED,
+    )
+    try:
+        with transaction.atomic():
+            row.save(force_insert=True)
+    except IntegrityError:
+        return _stored(ProviderNotification.objects.get(provider=provider, notify_id=notify_id))
+    return IngestAnswer(200, RECEIVED, Outcome.IGNORED, replayed=False)

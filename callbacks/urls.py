@@ -1,7 +1,8 @@
 from django.urls import path
 
-from callbacks.api import SandboxCallbackApi
+from callbacks.api import SandboxCallbackApi, StripeCallbackApi
 
 urlpatterns = [
     path("callbacks/sandbox/", SandboxCallbackApi.as_view(), name="callback-sandbox"),
+    path("callbacks/stripe/", StripeCallbackApi.as_view(), name="callback-stripe"),
 ]

@@ -63,6 +63,34 @@ def production_problems(env: Mapping[str, str]) -> list[str]:
             "(low entropy: generate one)"
         )
 
+    provider = env.get("PAYMENT_PROVIDER", "sandbox").strip() or "sandbox"
+    if provider == "stripe":
+        problems += _stripe_problems(env)
+    else:
+        problems += _sandbox_problems(env)
+
+    # Unset, the demo would start embedded servers under .var/: never in production.
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        if not env.get(name, "").strip():
+            problems.append(f"{name} is not set (no embedded servers in production)")
+    if _on(env.get("DEBUG", "")):
+        problems.append("DEBUG is on (it shows settings and code in error pages)")
+    if _on(env.get("SANDBOX_ENABLED", "")):
+        problems.append("SANDBOX_ENABLED is on (the sandbox is the demo's stand-in provider)")
+    return problems
+
+
+def _stripe_problems(env: Mapping[str, str]) -> list[str]:
+    """PAYMENT_PROVIDER=stripe: its two secrets, or it cannot charge nor trust a webhook."""
+    return [
+        f"{name} is not set (PAYMENT_PROVIDER=stripe)"
+        for name in ("STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET")
+        if not env.get(name, "").strip()
+    ]
+
+
+def _sandbox_problems(env: Mapping[str, str]) -> list[str]:
+    problems: list[str] = []
     webhook_secrets = _split(env.get("SANDBOX_WEBHOOK_SECRET", ""))
     if not webhook_secrets:
         problems.append("SANDBOX_WEBHOOK_SECRET is not set")
@@ -88,15 +116,6 @@ def production_problems(env: Mapping[str, str]) -> list[str]:
         problems.append("PROVIDER_API_KEY is the development default")
     if DEVELOPMENT_PROVIDER_API_KEY in _split(env.get("SANDBOX_API_KEYS", "")):
         problems.append("SANDBOX_API_KEYS includes the development default")
-
-    # Unset, the demo would start embedded servers under .var/: never in production.
-    for name in ("DATABASE_URL", "REDIS_URL"):
-        if not env.get(name, "").strip():
-            problems.append(f"{name} is not set (no embedded servers in production)")
-    if _on(env.get("DEBUG", "")):
-        problems.append("DEBUG is on (it shows settings and code in error pages)")
-    if _on(env.get("SANDBOX_ENABLED", "")):
-        problems.append("SANDBOX_ENABLED is on (the sandbox is the demo's stand-in provider)")
     return problems
 
 

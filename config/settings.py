@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
 
 from config.production import (
     DEVELOPMENT_PROVIDER_API_KEY,
@@ -426,6 +427,20 @@ PROVIDER_TIMEOUT_S = env_float("PROVIDER_TIMEOUT_S", 5.0)
 PROVIDER_API_KEY = env_str("PROVIDER_API_KEY", dev_default(DEVELOPMENT_PROVIDER_API_KEY))
 # The shop's public base URL: the provider sends notifications to it.
 SHOP_BASE_URL = env_str("SHOP_BASE_URL", f"http://127.0.0.1:{PORT}").rstrip("/")
+
+# Which adapter the shop talks to (payments/providers/): the stand-in sandbox, or Stripe.
+PAYMENT_PROVIDER = env_str("PAYMENT_PROVIDER", "sandbox")
+if PAYMENT_PROVIDER not in ("sandbox", "stripe"):
+    raise ImproperlyConfigured(
+        f"PAYMENT_PROVIDER must be sandbox or stripe, not {PAYMENT_PROVIDER!r}"
+    )
+
+# --- Stripe (PAYMENT_PROVIDER=stripe) --------------------------------------------
+# The secret key (sk_live_... / sk_test_...), the webhook endpoint's signing secret
+# (whsec_..., from the dashboard), and the API's address (a local emulator in tests).
+STRIPE_API_KEY = env_str("STRIPE_API_KEY", "")
+STRIPE_WEBHOOK_SECRET = env_str("STRIPE_WEBHOOK_SECRET", "")
+STRIPE_API_BASE = env_str("STRIPE_API_BASE", "https://api.stripe.com").rstrip("/")
 
 # --- Sandbox provider -------------------------------------------------------------
 # HMAC secret of the Sandbox-Signature header. Comma-separated to rotate: the sandbox

@@ -3,6 +3,16 @@
     started ──phase 1──▶ payment_created ──provider call──▶ phase 2 ──▶ finished
              (atomic)     (committed)       (no transaction)  (atomic)
 
+A provider whose charge is two calls (``PreparesCharges``: Stripe creates a
+PaymentIntent, then confirms it) gets one more recovery point in between:
+
+    payment_created ──create──▶ charge_prepared ──confirm──▶ phase 2 ──▶ finished
+                    (no txn)    (its id committed)  (no txn)
+
+The created object's id is committed (as the attempt's ``trade_no``) before it is
+confirmed, so a crash or a lost answer after the create resumes from the record
+and confirms that same object; nothing ever creates a second one for the attempt.
+
 Phase 1 commits the payment attempt (PENDING) together with the record at
 ``payment_created``. The provider is then called outside any transaction, with
 a key derived from the attempt, so calling it again for the same attempt is a
@@ -43,6 +53,7 @@ from payments.providers import (
     ChargeResult,
     ChargeStatus,
     PaymentProvider,
+    PreparesCharges,
     ProviderOutcomeUnknown,
     ProviderRejected,
 )
@@ -71,6 +82,7 @@ ORPHANED_DETAIL = (
 
 class PayPoint(RecoveryPoint):
     PAYMENT_CREATED = "payment_created"
+    CHARGE_PREPARED = "charge_prepared"  # only for a provider that PreparesCharges
 
 
 def order_pay_flow(
@@ -83,7 +95,11 @@ def order_pay_flow(
                     user_id=user_id, order_number=order_number, provider=provider
                 )
                 atomic_phase(record, lambda: _start(user_id=user_id, order_number=order_number))
-            case PayPoint.PAYMENT_CREATED:
+            case PayPoint.PAYMENT_CREATED if isinstance(provider, PreparesCharges):
+                payment_id = record.resource_id
+                assert payment_id is not None
+                _prepare_charge(record, payment_id=payment_id, provider=provider)
+            case PayPoint.PAYMENT_CREATED | PayPoint.CHARGE_PREPARED:
                 payment_id = record.resource_id
                 assert payment_id is not None
                 result = _ask_provider(payment_id=payment_id, provider=provider)
@@ -134,6 +150,40 @@ def _start(*, user_id: int, order_number: str) -> MoveTo:
     return MoveTo(PayPoint.PAYMENT_CREATED, resource_type="payment", resource_id=payment.pk)
 
 
+def _prepare_charge(record: IdempotencyKey, *, payment_id: int, provider: PreparesCharges) -> None:
+    """Create the attempt at the provider (outside any transaction), then commit its
+    id in a phase of its own: the charge_prepared recovery point.
+
+    Creating moves no money, so a lost answer here is not an unknown outcome of a
+    charge: the attempt stays PENDING at payment_created, and a retry creates again
+    with the same derived key (the provider replays). A refusal moves nothing
+    either: the phase is skipped and the charge step answers it as a decline.
+    """
+    payment = Payment.objects.get(pk=payment_id)
+    context.bind(out_trade_no=payment.out_trade_no)
+    provider_id = payment.trade_no
+    if payment.status == PaymentStatus.PENDING and provider_id is None:
+        try:
+            provider_id = provider.prepare_charge(
+                out_trade_no=payment.out_trade_no,
+                amount=payment.amount,
+                currency=payment.currency,
+                idempotency_key=provider_idempotency_key(payment),
+            )
+        except ProviderRejected:
+            provider_id = None  # the charge step asks again and answers the refusal
+        except ProviderOutcomeUnknown as error:
+            raise PaymentOutcomeUnknown(reason=str(error)) from error
+    atomic_phase(record, partial(_record_prepared, payment_id=payment_id, provider_id=provider_id))
+
+
+def _record_prepared(*, payment_id: int, provider_id: str | None) -> MoveTo:
+    if provider_id is not None:
+        # Only into an empty trade_no: a settled attempt keeps the id it settled with.
+        Payment.objects.filter(pk=payment_id, trade_no__isnull=True).update(trade_no=provider_id)
+    return MoveTo(PayPoint.CHARGE_PREPARED, resource_type="payment", resource_id=payment_id)
+
+
 def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult | None:
     """The provider's account of the attempt; None if it is settled already.
 
@@ -157,7 +207,7 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
             amount=payment.amount,
             currency=payment.currency,
             payer=payment.payer,
-            notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
+            notify_url=settings.SHOP_BASE_URL + reverse(provider.callback_route),
             idempotency_key=provider_idempotency_key(payment),
         )
     except ProviderRejected as rejection:

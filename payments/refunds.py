@@ -121,7 +121,7 @@ def refund_send(*, refund: Refund, provider: PaymentProvider) -> RefundResult:
             out_refund_no=refund.refund_no,
             out_trade_no=refund.payment.out_trade_no,
             amount=refund.amount,
-            notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
+            notify_url=settings.SHOP_BASE_URL + reverse(provider.callback_route),
             idempotency_key=refund_provider_key(refund),
         )
     except ProviderRejected as error:

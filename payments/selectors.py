@@ -42,3 +42,22 @@ def orphaned_captures_unrefunded() -> tuple[float, float]:
         Payment.objects.filter(status=PaymentStatus.ORPHANED).exclude(Exists(refunded)),
         "settled_at",
     )
+
+
+class RecordedReferences:
+    """The provider ids the shop recorded, for a provider that cannot be asked by our
+    reference (payments/providers/stripe.py): read from our tables, never theirs."""
+
+    def payment_intent(self, out_trade_no: str) -> str | None:
+        return (
+            Payment.objects.filter(out_trade_no=out_trade_no)
+            .values_list("trade_no", flat=True)
+            .first()
+        )
+
+    def refund_charge(self, out_refund_no: str) -> str | None:
+        return (
+            Refund.objects.filter(refund_no=out_refund_no)
+            .values_list("payment__out_trade_no", flat=True)
+            .first()
+        )

@@ -8,11 +8,14 @@ from django.conf import settings
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
+    KeepsWallets,
     Notification,
     NotificationInvalid,
     NotificationMalformed,
+    NotificationNotApplied,
     NotificationSignatureInvalid,
     PaymentProvider,
+    PreparesCharges,
     ProviderAnswerConflict,
     ProviderOutcomeUnknown,
     ProviderRejected,
@@ -28,11 +31,14 @@ from payments.providers.base import (
 __all__ = [
     "ChargeResult",
     "ChargeStatus",
+    "KeepsWallets",
     "Notification",
     "NotificationInvalid",
     "NotificationMalformed",
+    "NotificationNotApplied",
     "NotificationSignatureInvalid",
     "PaymentProvider",
+    "PreparesCharges",
     "ProviderAnswerConflict",
     "ProviderOutcomeUnknown",
     "ProviderRejected",
@@ -48,27 +54,48 @@ __all__ = [
 
 
 def get_provider() -> PaymentProvider:
-    """The provider the shop is configured for (only the sandbox ships).
+    """The provider the shop is configured for (``PAYMENT_PROVIDER``: sandbox or stripe).
 
     One per process and configuration, so its HTTP connections stay open from one
     call to the next (payments/providers/http.py). Keyed on the process id too: a
     forked worker must never share its parent's sockets.
     """
-    from payments.providers.sandbox import SandboxProvider
-
-    key = (
-        os.getpid(),
-        settings.PROVIDER_BASE_URL,
-        settings.PROVIDER_API_KEY,
-        settings.PROVIDER_TIMEOUT_S,
-        settings.SANDBOX_WEBHOOK_SECRET,
-        settings.RECONCILE_CONCURRENCY,
-    )
+    key: tuple[object, ...]
+    if settings.PAYMENT_PROVIDER == "stripe":
+        key = (
+            os.getpid(),
+            "stripe",
+            settings.STRIPE_API_BASE,
+            settings.STRIPE_API_KEY,
+            settings.STRIPE_WEBHOOK_SECRET,
+            settings.PROVIDER_TIMEOUT_S,
+        )
+    else:
+        key = (
+            os.getpid(),
+            "sandbox",
+            settings.PROVIDER_BASE_URL,
+            settings.PROVIDER_API_KEY,
+            settings.PROVIDER_TIMEOUT_S,
+            settings.SANDBOX_WEBHOOK_SECRET,
+            settings.RECONCILE_CONCURRENCY,
+        )
     with _providers_lock:
         provider = _providers.get(key)
         if provider is None:
-            provider = _providers[key] = SandboxProvider.from_settings()
+            provider = _providers[key] = _make(settings.PAYMENT_PROVIDER)
     return provider
+
+
+def _make(name: str) -> PaymentProvider:
+    if name == "stripe":
+        from payments.providers.stripe import StripeProvider
+        from payments.selectors import RecordedReferences
+
+        return StripeProvider.from_settings(RecordedReferences())
+    from payments.providers.sandbox import SandboxProvider
+
+    return SandboxProvider.from_settings()
 
 
 # Tests change the settings; each configuration gets its own client (a handful).

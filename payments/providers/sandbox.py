@@ -83,6 +83,9 @@ def sign(*, secret: str, timestamp: int, raw_body: bytes) -> str:
 
 
 class SandboxProvider:
+    name = "sandbox"
+    callback_route = "callback-sandbox"
+
     def __init__(
         self, *, base_url: str, api_key: str, timeout_s: float, webhook_secrets: list[str]
     ) -> None:

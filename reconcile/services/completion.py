@@ -105,6 +105,8 @@ class _MoneyFlow:
     """A flow whose record, past its first phase, names an attempt at the provider."""
 
     point: str  # the recovery point after the attempt committed
+    # Later points that still name the attempt (a provider's extra phase).
+    also: tuple[str, ...]
     resource_type: str
     unsettled: tuple[str, ...]  # the attempt's statuses that are the reconciler's turn
     unknown: type[Exception]  # what the flow raises while the outcome is unknown
@@ -144,6 +146,7 @@ def _refund_attempt(
 
 PAY = _MoneyFlow(
     PayPoint.PAYMENT_CREATED,
+    (PayPoint.CHARGE_PREPARED,),
     PAYMENT_RESOURCE,
     UNSETTLED_STATUSES,
     PaymentOutcomeUnknown,
@@ -151,6 +154,7 @@ PAY = _MoneyFlow(
 )
 REFUND = _MoneyFlow(
     RefundPoint.REFUND_CREATED,
+    (),
     REFUND_RESOURCE,
     UNSETTLED_REFUND_STATUSES,
     RefundOutcomeUnknown,
@@ -164,7 +168,7 @@ def _complete_money_flow(
     """A pay (refund) request at ``payment_created`` (``refund_created``): finish it if
     its attempt is settled; otherwise leave it to the reconciler."""
     loaded = None
-    if record.recovery_point == spec.point and (
+    if record.recovery_point in (spec.point, *spec.also) and (
         record.resource_type == spec.resource_type and record.resource_id is not None
     ):
         loaded = spec.load(record.resource_id, record, provider)

@@ -195,7 +195,7 @@ def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
                 out_refund_no=stray.refund_no,
                 out_trade_no=stray.out_trade_no,
                 amount=stray.amount,
-                notify_url=settings.SHOP_BASE_URL + reverse("callback-sandbox"),
+                notify_url=settings.SHOP_BASE_URL + reverse(provider.callback_route),
                 idempotency_key=f"onceshop-{stray.refund_no}",
             )
     except ProviderRejected as error:

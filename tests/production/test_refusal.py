@@ -161,3 +161,26 @@ def test_a_rotating_pair_of_generated_webhook_secrets_is_accepted():
     pair = ",".join(f"whsec-{secrets.token_urlsafe(32)}" for _ in range(2))
 
     refuse_unsafe_start(production_env(SANDBOX_WEBHOOK_SECRET=pair))  # does not raise
+
+
+STRIPE_KEYS = {"STRIPE_API_KEY": "sk_live_example", "STRIPE_WEBHOOK_SECRET": "whsec_example"}
+
+
+@pytest.mark.parametrize("missing", ["STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"])
+def test_stripe_without_its_keys_is_refused(missing):
+    env = production_env(PAYMENT_PROVIDER="stripe", **{**STRIPE_KEYS, missing: ""})
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        refuse_unsafe_start(env)
+
+    message = str(refused.value)
+    assert f"{missing} is not set (PAYMENT_PROVIDER=stripe)" in message
+    assert message.count("\n  - ") == 1
+
+
+def test_stripe_with_its_keys_needs_none_of_the_sandbox_secrets():
+    env = production_env(
+        PAYMENT_PROVIDER="stripe", SANDBOX_WEBHOOK_SECRET="", PROVIDER_API_KEY="", **STRIPE_KEYS
+    )
+
+    refuse_unsafe_start(env)  # does not raise

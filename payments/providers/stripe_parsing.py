@@ -1,0 +1,208 @@
+"""Reading Stripe's objects as the protocol's values, and Stripe's amounts as ours.
+
+Stripe has no lookup by our reference: a PaymentIntent is found by its own id,
+which the shop records (``Payment.trade_no``) before it confirms it. Our
+reference travels in ``metadata.out_trade_no`` / ``metadata.out_refund_no``,
+and every answer is checked against it (an answer about another attempt is a
+conflict, never applied).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from payments.providers.base import (
+    ChargeResult,
+    ChargeStatus,
+    Notification,
+    NotificationMalformed,
+    NotificationNotApplied,
+    ProviderAnswerConflict,
+    ProviderOutcomeUnknown,
+    ProviderRejected,
+    RefundNotification,
+    RefundResult,
+    RefundStatus,
+)
+
+# Stripe's currency rules. The shop's amounts are ISO 4217 minor units, which is
+# what Stripe takes for most currencies: 1999 CNY is 19.99 yuan, and 500 JPY is
+# 500 yen (JPY has no minor unit; Stripe calls such currencies "zero-decimal" and
+# takes them as they are). For the three-decimal currencies Stripe takes
+# thousandths but requires the last digit to be 0.
+THREE_DECIMAL = frozenset(["BHD", "JOD", "KWD", "OMR", "TND"])
+
+
+def to_stripe_amount(amount: int, currency: str) -> int:
+    """Our minor units as Stripe's; a three-decimal amount Stripe cannot take is
+    refused here, before anything is sent (nothing moved: ProviderRejected)."""
+    if currency.upper() in THREE_DECIMAL and amount % 10:
+        raise ProviderRejected(400, "amount_not_representable")
+    return amount
+
+
+def _field(obj: Any, name: str) -> Any:
+    try:
+        return obj[name]
+    except (KeyError, TypeError) as error:
+        raise ProviderOutcomeUnknown(f"Stripe's answer has no {name!r}") from error
+
+
+def _metadata(obj: Any, name: str) -> str | None:
+    metadata = obj.get("metadata") or {}
+    value = metadata.get(name)
+    return value if isinstance(value, str) else None
+
+
+def _when(seconds: Any) -> datetime | None:
+    return datetime.fromtimestamp(seconds, tz=UTC) if isinstance(seconds, int) else None
+
+
+def intent_reference(intent: Any) -> str | None:
+    return _metadata(intent, "out_trade_no")
+
+
+def check_intent(intent: Any, *, out_trade_no: str) -> None:
+    named = intent_reference(intent)
+    if named != out_trade_no:
+        raise ProviderAnswerConflict(
+            f"PaymentIntent {intent.get('id')} names {named!r}, not {out_trade_no!r}"
+        )
+
+
+# A PaymentIntent between "confirmed" and "settled" (3-D Secure, a bank debit still
+# processing, an authorisation awaiting capture): money may yet move.
+PENDING_STATES = frozenset({"processing", "requires_action", "requires_capture"})
+# Created, never confirmed (or confirmed and refused, with no error kept): it holds
+# no money and moves none until someone confirms it.
+UNCHARGED_STATES = frozenset({"requires_confirmation", "requires_payment_method"})
+
+
+def parse_intent(intent: Any, *, out_trade_no: str) -> ChargeResult | None:
+    """The attempt as the PaymentIntent tells it; None while it has charged nothing.
+
+    Raises ProviderOutcomeUnknown while it is pending, ProviderAnswerConflict for
+    another attempt's PaymentIntent.
+    """
+    check_intent(intent, out_trade_no=out_trade_no)
+    state = _field(intent, "status")
+    terms = {
+        "out_trade_no": out_trade_no,
+        "trade_no": _field(intent, "id"),
+        "amount": _field(intent, "amount"),
+        "currency": str(_field(intent, "currency")).upper(),
+    }
+    error = intent.get("last_payment_error")
+    if state == "succeeded":
+        charge = intent.get("latest_charge")
+        created = charge.get("created") if hasattr(charge, "get") else None
+        return ChargeResult(
+            status=ChargeStatus.SUCCESS,
+            paid_at=_when(created) or _when(intent.get("created")),
+            **terms,
+        )
+    if state == "canceled":
+        return ChargeResult(status=ChargeStatus.CLOSED, **terms)
+    if state == "requires_payment_method" and error:
+        code = error.get("decline_code") or error.get("code") or "card_declined"
+        return ChargeResult(status=ChargeStatus.DECLINED, decline_reason=str(code), **terms)
+    if state in UNCHARGED_STATES:
+        return None
+    if state in PENDING_STATES:
+        raise ProviderOutcomeUnknown(f"PaymentIntent {terms['trade_no']} is {state}")
+    raise ProviderOutcomeUnknown(f"PaymentIntent {terms['trade_no']} in an unknown state {state!r}")
+
+
+def parse_refund(refund: Any, *, out_refund_no: str) -> RefundResult:
+    named = _metadata(refund, "out_refund_no")
+    if named != out_refund_no:
+        raise ProviderAnswerConflict(
+            f"Refund {refund.get('id')} names {named!r}, not {out_refund_no!r}"
+        )
+    state = _field(refund, "status")
+    terms = {
+        "out_refund_no": out_refund_no,
+        "out_trade_no": _metadata(refund, "out_trade_no") or "",
+        "refund_id": _field(refund, "id"),
+        "amount": _field(refund, "amount"),
+        "currency": str(_field(refund, "currency")).upper(),
+    }
+    if state == "succeeded":
+        return RefundResult(
+            status=RefundStatus.SUCCESS, refunded_at=_when(refund.get("created")), **terms
+        )
+    if state in ("failed", "canceled"):
+        reason = refund.get("failure_reason") or state
+        return RefundResult(status=RefundStatus.DECLINED, decline_reason=str(reason), **terms)
+    # pending, requires_action: not settled yet
+    raise ProviderOutcomeUnknown(f"Refund {terms['refund_id']} is {state}")
+
+
+INTENT_EVENTS = {
+    "payment_intent.succeeded": ChargeStatus.SUCCESS,
+    "payment_intent.payment_failed": ChargeStatus.DECLINED,
+    "payment_intent.canceled": ChargeStatus.CLOSED,
+}
+REFUND_EVENTS = ("refund.updated", "refund.created")
+CHARGE_REFUNDED = "charge.refunded"
+
+
+def parse_event(event: Any) -> Notification | RefundNotification:
+    """A verified event as the protocol's notification.
+
+    NotificationNotApplied for another type, or an object that carries none of
+    our references (a payment made elsewhere on the same account); the endpoint
+    stores and acknowledges those. NotificationMalformed for what is no event.
+    """
+    try:
+        kind, event_id, created = str(event["type"]), str(event["id"]), event.get("created")
+        obj = event["data"]["object"]
+        obj.get("id")
+    except (KeyError, TypeError, AttributeError) as error:
+        raise NotificationMalformed("not a Stripe event") from error
+    if kind == CHARGE_REFUNDED:
+        # The charge with its refunds (when the API version lists them): the newest of ours.
+        listed = (obj.get("refunds") or {}).get("data") or []
+        ours = [r for r in listed if isinstance(r, dict) and _metadata(r, "out_refund_no")]
+        if not ours:
+            raise NotificationNotApplied(event_id, kind)
+        kind, obj = REFUND_EVENTS[0], max(ours, key=lambda r: r.get("created") or 0)
+    if kind in INTENT_EVENTS:
+        out_trade_no = intent_reference(obj)
+        if out_trade_no is None:
+            raise NotificationNotApplied(event_id, kind)
+        return Notification(
+            notify_id=str(event_id),
+            trade_no=str(_malformed_unless(obj, "id")),
+            out_trade_no=out_trade_no,
+            trade_status=INTENT_EVENTS[kind],
+            amount=int(_malformed_unless(obj, "amount")),
+            currency=str(_malformed_unless(obj, "currency")).upper(),
+            paid_at=_when(created) if kind == "payment_intent.succeeded" else None,
+        )
+    if kind in REFUND_EVENTS:
+        out_refund_no = _metadata(obj, "out_refund_no")
+        status = {"succeeded": RefundStatus.SUCCESS, "failed": RefundStatus.DECLINED}.get(
+            obj.get("status")
+        )
+        if out_refund_no is None or status is None:  # not ours, or not settled yet
+            raise NotificationNotApplied(event_id, kind)
+        return RefundNotification(
+            notify_id=str(event_id),
+            refund_id=str(_malformed_unless(obj, "id")),
+            out_refund_no=out_refund_no,
+            out_trade_no=_metadata(obj, "out_trade_no") or "",
+            status=status,
+            amount=int(_malformed_unless(obj, "amount")),
+            currency=str(_malformed_unless(obj, "currency")).upper(),
+            refunded_at=_when(obj.get("created")),
+        )
+    raise NotificationNotApplied(event_id, kind)
+
+
+def _malformed_unless(obj: Any, name: str) -> Any:
+    try:
+        return obj[name]
+    except (KeyError, TypeError) as error:
+        raise NotificationMalformed(f"the event's object has no {name!r}") from error
