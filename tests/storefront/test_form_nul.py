@@ -52,10 +52,14 @@ class FormsFound(HTMLParser):
         elif self._open is not None and tag in FIELD_TAGS and (name := found.get("name")):
             self._open[1].setdefault(name, found.get("value", ""))
             self._select = name if tag == "select" else None
-        elif self._open is not None and tag == "option" and self._select is not None:
+        elif (
+            self._open is not None
+            and tag == "option"
+            and self._select is not None
+            and not self._open[1][self._select]
+        ):
             # A select sends its first option unless another is chosen.
-            if not self._open[1][self._select]:
-                self._open[1][self._select] = found.get("value", "")
+            self._open[1][self._select] = found.get("value", "")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "form":
