@@ -71,12 +71,16 @@ def redelivery_attempt_finish(*, run_id: str, index: int) -> None:
     redis_client().lset(_name(run_id), index, json.dumps(done))
 
 
+# Redis down, or the broker (the same Redis) refusing the demo task's message.
+_DOWN: tuple[type[Exception], ...] = (*REDIS_DOWN, OperationalError)
+
+
 @contextmanager
 def _redis_needed() -> Iterator[None]:
     """Redis down (or the broker, the same Redis) is the panel's 503, never a 500."""
     try:
         yield
-    except (*REDIS_DOWN, OperationalError) as error:
+    except _DOWN as error:
         observe_redis_unavailable(use="redelivery")
         raise RedeliveryUnavailable() from error
 
