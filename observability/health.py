@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 
-import redis
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from config.errors import problem_response
-from config.redis import redis_client
+from config.redis import REDIS_DOWN, redis_client
 from observability.errors import NotReady
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ def _redis() -> str:
     try:
         redis_client().ping()
         return OK
-    except redis.RedisError as error:
+    except REDIS_DOWN as error:
         logger.warning("readiness: redis %s", type(error).__name__)
         return UNREACHABLE
 

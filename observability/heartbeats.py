@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import time
 
-import redis
 from django.conf import settings
 
-from config.redis import redis_client
+from config.redis import REDIS_DOWN, redis_client
+from observability.metrics.instruments import observe_redis_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +32,9 @@ def _write(fields: dict[str, float]) -> None:
     # if Redis is down the job's result stands, and the stale heartbeat alerts.
     try:
         redis_client().hset(_key(), mapping=fields)  # type: ignore[arg-type]  # invariant keys
-    except redis.RedisError as error:
-        logger.warning("heartbeat not recorded: %s", type(error).__name__)
+    except REDIS_DOWN as error:
+        observe_redis_unavailable(use="heartbeat")
+        logger.warning("heartbeat not recorded: redis %s", type(error).__name__)
 
 
 def audit_finished(*, findings: int) -> None:

@@ -35,7 +35,6 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
 from idempotency.core import MoveTo, Respond, atomic_phase, single_phase
@@ -46,6 +45,7 @@ from orders.models import Order
 from orders.selectors import order_get
 from orders.serializers import order_representation
 from orders.services import order_cancel
+from payments.earlier import MAX_EARLIER_ASKED, within_lock_budget
 from payments.errors import PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
 from payments.models import Payment, PaymentStatus
 from payments.orphans import OrphanOutcome, capture_orphan_resolve
@@ -133,10 +133,18 @@ def _settle_earlier_attempts(*, user_id: int, order_number: str, provider: Payme
     succeed.
     """
     order = Order.objects.filter(number=order_number, user_id=user_id, status=Order.Status.UNPAID)
-    failed = Payment.objects.filter(order=OuterRef("pk"), status=PaymentStatus.FAILED)
-    if not order.filter(Exists(failed)).exists():
-        return  # the common case, an order's first attempt: one cheap read, nothing to ask
-    for payment in Payment.objects.filter(order__in=order, status=PaymentStatus.FAILED):
+    # A fenced attempt (closed at the provider) cannot be captured any more: never
+    # asked about. The others newest first, as many as the key's lock has room for
+    # (payments.earlier: the asks, our own charge and a margin stay within
+    # IDEMPOTENCY_LOCK_TIMEOUT at PROVIDER_TIMEOUT_S each); an older one's late
+    # capture still reaches the reconciler by notification or statement.
+    can_succeed_late = (
+        Payment.objects.filter(order__in=order, status=PaymentStatus.FAILED)
+        .exclude(failure_code=CLOSED_BY_RECONCILIATION)
+        .order_by("-pk")[:MAX_EARLIER_ASKED]
+    )
+    # The common case, an order's first attempt: one cheap read, nothing to ask.
+    for payment in within_lock_budget(list(can_succeed_late)):
         try:
             account = provider.query(out_trade_no=payment.out_trade_no)
         except ProviderOutcomeUnknown as error:

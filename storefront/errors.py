@@ -34,6 +34,16 @@ class CheckoutUnavailable(ServiceUnavailable):
     )
 
 
+class RedeliveryUnavailable(ServiceUnavailable):
+    """Redis (the demo task's attempts, and its broker) does not answer: 503 with
+    ``Retry-After``; nothing was started or killed."""
+
+    default_detail = gettext_noop(
+        "The redelivery demo keeps its runs in Redis, which does not answer right now. "
+        "Nothing was started or killed: try again in a few seconds."
+    )
+
+
 class ChaosUnavailable(Exception):
     """A chaos action this platform or this run cannot perform (said in words)."""
 

@@ -10,17 +10,20 @@ keep only the last writer's). Kept as long as a key's answer replays.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-import redis
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
-from config.redis import redis_client
+from config.redis import REDIS_DOWN, redis_client
+from observability.metrics.instruments import observe_redis_unavailable
 from storefront.answers import Answer, status_phrase
 from storefront.selectors import Event
+
+logger = logging.getLogger(__name__)
 
 # The newest answers of an order that are kept: a page, not an archive.
 MAX_ANSWERS = 50
@@ -82,15 +85,19 @@ def answer_record(
             pipe.ltrim(name, -MAX_ANSWERS, -1)
             pipe.expire(name, settings.IDEMPOTENCY_KEY_TTL)
             pipe.execute()
-    except redis.RedisError:
-        pass  # the answer was shown; only its memory for a later reload is lost
+    except REDIS_DOWN as error:
+        # The answer is shown; only its memory for a later reload is lost.
+        observe_redis_unavailable(use="answer-history")
+        logger.warning("answer not kept for the page: redis %s", type(error).__name__)
     return entry
 
 
 def answer_history(*, user_id: int, number: str) -> list[AnswerEntry]:
     try:
         raw = redis_client().lrange(_name(user_id=user_id, number=number), 0, -1)
-    except redis.RedisError:
+    except REDIS_DOWN as error:
+        observe_redis_unavailable(use="answer-history")
+        logger.warning("answer history not read: redis %s", type(error).__name__)
         return []
     return [AnswerEntry(**json.loads(item)) for item in raw]
 

@@ -17,14 +17,18 @@ import json
 import os
 import signal
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.utils import timezone
 from django.utils.translation import gettext
+from kombu.exceptions import OperationalError
 
-from config.redis import redis_client
-from storefront.errors import ChaosUnavailable
+from config.redis import REDIS_DOWN, redis_client
+from observability.metrics.instruments import observe_redis_unavailable
+from storefront.errors import ChaosUnavailable, RedeliveryUnavailable
 
 # Long enough to click "kill" while it runs, short enough to watch it finish.
 DEMO_TASK_S = 12.0
@@ -67,15 +71,32 @@ def redelivery_attempt_finish(*, run_id: str, index: int) -> None:
     redis_client().lset(_name(run_id), index, json.dumps(done))
 
 
+# Redis down, or the broker (the same Redis) refusing the demo task's message.
+_DOWN: tuple[type[Exception], ...] = (*REDIS_DOWN, OperationalError)
+
+
+@contextmanager
+def _redis_needed() -> Iterator[None]:
+    """Redis down (or the broker, the same Redis) is the panel's 503, never a 500."""
+    try:
+        yield
+    except _DOWN as error:
+        observe_redis_unavailable(use="redelivery")
+        raise RedeliveryUnavailable() from error
+
+
 def redelivery_attempts(*, run_id: str) -> list[Attempt]:
-    return [Attempt(**json.loads(raw)) for raw in redis_client().lrange(_name(run_id), 0, -1)]
+    with _redis_needed():
+        raw = redis_client().lrange(_name(run_id), 0, -1)
+    return [Attempt(**json.loads(item)) for item in raw]
 
 
 def chaos_redelivery_start() -> str:
     from storefront.tasks import demo_redelivery  # tasks import this module
 
     run_id = uuid.uuid4().hex
-    demo_redelivery.delay(run_id)
+    with _redis_needed():
+        demo_redelivery.delay(run_id)
     return run_id
 
 

@@ -17,12 +17,11 @@ import enum
 import secrets
 from collections.abc import Callable, Sequence
 
-import redis
 from django.conf import settings
 from django.urls import reverse
 
 from config.errors import as_application_error
-from config.redis import redis_client
+from config.redis import REDIS_DOWN, redis_client
 from idempotency.core import KeyRequest, execute
 from idempotency.drf import parse_idempotency_key
 from idempotency.models import IdempotencyKey
@@ -102,7 +101,7 @@ def checkout_token_issue(*, session_key: str, user_id: int) -> str:
             max(1, settings.CHECKOUT_TOKENS_PER_SESSION),
             _token_key(session_key=session_key, token=""),
         )
-    except (redis.RedisError, ValueError) as error:  # see config.redis.REDIS_DOWN
+    except REDIS_DOWN as error:  # a script error or a wrong type is a bug: it raises
         observe_redis_unavailable(use="checkout-token")
         raise CheckoutUnavailable() from error
     if evicted == -1:  # 256 random bits collided: a broken RNG, not bad luck
@@ -142,7 +141,7 @@ def checkout_token_consume(*, session_key: str, user_id: int, token: str) -> Tok
         # The receipt lives as long as a token may: after that, the key's record in the
         # database (kept IDEMPOTENCY_KEY_TTL) still replays a reload of the form.
         taken, owner = redis_client().eval(_CONSUME, 2, *keys, CHECKOUT_TOKEN_TTL_S)
-    except (redis.RedisError, ValueError) as error:  # see config.redis.REDIS_DOWN
+    except REDIS_DOWN as error:  # a script error or a wrong type is a bug: it raises
         observe_redis_unavailable(use="checkout-token")
         raise CheckoutUnavailable() from error
     if owner is None or owner.decode() != str(user_id):

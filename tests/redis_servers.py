@@ -15,20 +15,35 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 from django.conf import settings
+from prometheus_client import REGISTRY
 
 from config.celery import app as celery_app
 from config.redis import redis_client
 
 START_TIMEOUT_S = 10.0
 # Where the tests' own servers listen: a range clear of the services a machine runs
-# (6379 among them), scanned for the first free port.
-PORTS = range(18300, 18400)
+# (6379 among them), scanned for the first free port. ONCESHOP_TEST_REDIS_PORTS
+# ("18850-18899") gives a run a range of its own beside other runs on one machine.
+_FIRST, _, _LAST = os.environ.get("ONCESHOP_TEST_REDIS_PORTS", "18300-18399").partition("-")
+PORTS = range(int(_FIRST), int(_LAST) + 1)
+# How long close_under_reader waits for the request to reach the frozen server:
+# well inside the client's own timeout (config.redis.REDIS_TIMEOUT_S).
+REQUEST_ARRIVES_WITHIN_S = 0.3
+
+T = TypeVar("T")
+
+
+def unavailable(use: str) -> float:
+    """How often ``use`` went without Redis (``onceshop_redis_unavailable_total``)."""
+    return REGISTRY.get_sample_value("onceshop_redis_unavailable_total", {"use": use}) or 0.0
 
 
 def redis_executable() -> str:
@@ -95,6 +110,52 @@ class RedisServer:
     def thaw(self) -> None:
         if self.process is not None and self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGCONT)
+
+    def unread_bytes(self) -> int:
+        """Bytes clients sent that the server has not read yet (its sockets' receive
+        queues, from /proc/net/tcp): above 0 while frozen once a request arrived."""
+        port = f"{self.port:04X}"
+        total = 0
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, queues = fields[1], fields[3], fields[4]
+            if local.endswith(f":{port}") and state == "01":  # ESTABLISHED
+                total += int(queues.split(":")[1], 16)
+        return total
+
+
+def close_under_reader(server: RedisServer, call: Callable[[], T]) -> T:
+    """``call``'s result when the socket of its first Redis command is closed under it.
+
+    What a restart under a threaded server does: the server is frozen, ``call`` sends
+    its command and waits for the answer, and the pool's connections are closed from
+    another thread meanwhile. redis-py's reader then raises ``ValueError: I/O
+    operation on closed file`` (the chaos run's finding), not a ConnectionError.
+    """
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+
+    server.freeze()
+    try:
+        reader = threading.Thread(target=run, name="redis-reader")
+        reader.start()
+        deadline = time.monotonic() + REQUEST_ARRIVES_WITHIN_S
+        while server.unread_bytes() == 0:
+            if time.monotonic() > deadline or not reader.is_alive():
+                raise RuntimeError("the request never reached the frozen server")
+            time.sleep(0.005)
+        redis_client().connection_pool.disconnect()
+        reader.join()
+    finally:
+        server.thaw()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
 
 
 def _drop_producer_pool() -> None:

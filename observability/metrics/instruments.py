@@ -68,11 +68,20 @@ RECONCILE_ITEMS = Counter(
 REDIS_UNAVAILABLE = Counter(
     "onceshop_redis_unavailable",
     "Moments Redis did not answer, by what went without it: rate-limit (let through), "
-    "checkout-token (503), runner-lock (the job ran on its row claims alone)",
+    "checkout-token (503), runner-lock (the job ran on its row claims alone), "
+    "answer-history (the page renders without it), heartbeat (skipped after the work), "
+    "redelivery (the demo panel's 503)",
     ["use"],
 )
 # Every use at 0 from the start: the alert's series exists before the first outage.
-REDIS_USES = ("rate-limit", "checkout-token", "runner-lock")
+REDIS_USES = (
+    "rate-limit",
+    "checkout-token",
+    "runner-lock",
+    "answer-history",
+    "heartbeat",
+    "redelivery",
+)
 for _use in REDIS_USES:
     REDIS_UNAVAILABLE.labels(use=_use)
 CELERY_TASKS = Counter(

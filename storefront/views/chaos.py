@@ -25,7 +25,7 @@ from storefront.chaos import (
     visibility_timeout_s,
 )
 from storefront.client import ShopUnreachable
-from storefront.errors import ChaosUnavailable
+from storefront.errors import ChaosUnavailable, RedeliveryUnavailable
 from storefront.forms import FaultForm
 from storefront.redelivery import (
     chaos_redelivery_kill,
@@ -34,6 +34,15 @@ from storefront.redelivery import (
     redelivery_what_should_happen,
 )
 from storefront.selectors import active_faults
+
+
+def _unavailable(request: HttpRequest, error: RedeliveryUnavailable) -> HttpResponse:
+    """The panel, saying Redis is away, with 503 and when to come back."""
+    response = _panel(request, failed=gettext(str(error.detail)), redelivery=False)
+    response.status_code = error.status
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
 
 
 def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: Any) -> HttpResponse:
@@ -60,7 +69,7 @@ def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: An
         **result,
     }
     run_id = str(context.get("run_id") or request.GET.get("run", ""))
-    if run_id.isalnum():
+    if run_id.isalnum() and result.get("redelivery", True):
         context["run_id"] = run_id
         context["attempts"] = redelivery_attempts(run_id=run_id)
         # Refresh once a second while an attempt runs, so redelivery is seen happen.
@@ -78,7 +87,10 @@ def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: An
 @require_GET
 @chaos_required
 def panel(request: HttpRequest) -> HttpResponse:
-    return _panel(request)
+    try:
+        return _panel(request)
+    except RedeliveryUnavailable as error:
+        return _unavailable(request, error)
 
 
 @require_POST
@@ -161,7 +173,10 @@ def kill_worker(request: HttpRequest) -> HttpResponse:
 @chaos_required
 @staff_required
 def redelivery_start(request: HttpRequest) -> HttpResponse:
-    run_id = chaos_redelivery_start()
+    try:
+        run_id = chaos_redelivery_start()
+    except RedeliveryUnavailable as error:
+        return _unavailable(request, error)
     return redirect(f"{reverse('storefront:chaos')}?run={run_id}#redelivery-h")
 
 
@@ -171,6 +186,8 @@ def redelivery_start(request: HttpRequest) -> HttpResponse:
 def redelivery_kill(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         pid = chaos_redelivery_kill(run_id=run_id)
+    except RedeliveryUnavailable as error:
+        return _unavailable(request, error)
     except ChaosUnavailable as error:
         return _panel(request, run_id=run_id, failed=str(error))
     # Redirected, so the panel's once-a-second refresh (a GET) can follow the run.

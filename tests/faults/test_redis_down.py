@@ -9,13 +9,10 @@ is the test's own (tests/redis_servers.py), really stopped or really frozen.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 from django.test import Client
-from prometheus_client import REGISTRY
 from rest_framework.test import APIRequestFactory
 
 from config.celery import app as celery_app
@@ -27,26 +24,10 @@ from sandbox.models import Charge, Notification
 from sandbox.services.sweeps import sandbox_sweep_run_once
 from tests.conftest import client_for, new_key
 from tests.factories import DEFAULT_PASSWORD
-from tests.redis_servers import RedisServer, own_redis
+from tests.redis_servers import unavailable
 from tests.sandbox.conftest import CHARGES, NOTIFY_ORIGIN, charge_body, merchant_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def unavailable(use: str) -> float:
-    return REGISTRY.get_sample_value("onceshop_redis_unavailable_total", {"use": use}) or 0.0
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    with own_redis(tmp_path / "redis") as server:
-        yield server
-
-
-@pytest.fixture
-def redis_stopped(redis_server: RedisServer) -> RedisServer:
-    redis_server.stop()
-    return redis_server
 
 
 def test_the_api_lets_requests_through_unthrottled_and_counts_them(redis_stopped, user, product):

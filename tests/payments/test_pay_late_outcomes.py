@@ -10,10 +10,15 @@ its task runs), so it lands exactly between the two pay requests.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from orders.models import Order
+from payments.earlier import MAX_EARLIER_ASKED, earlier_asks_allowed
+from payments.flows import _settle_earlier_attempts
 from payments.models import LedgerEntry, Payment
+from payments.providers import get_provider
 from reconcile.audit import audit_run
 from sandbox.models import Charge
 from sandbox.services.late_success import late_success_settle
@@ -85,3 +90,54 @@ def test_a_pay_after_a_decline_waits_while_the_provider_cannot_be_asked(
     assert (again.status_code, again.json()["code"]) == (409, "order-not-payable")
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
     assert wallet(user)["charged_total"] == order.amount
+
+
+class CountingProvider:
+    """The real provider, noting which references it was asked about."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.asked: list[str] = []
+
+    def query(self, *, out_trade_no: str) -> Any:
+        self.asked.append(out_trade_no)
+        return self.real.query(out_trade_no=out_trade_no)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_pay_asks_only_about_attempts_that_can_still_succeed_and_only_a_few(
+    pay, fault, order, user, settings
+):
+    # Given six declined attempts, the two oldest of them then fenced (closed)
+    for _ in range(6):
+        fault("decline")
+        assert pay().status_code == 402
+    attempts = list(Payment.objects.order_by("pk"))
+    Payment.objects.filter(pk__in=[p.pk for p in attempts[:2]]).update(failure_code="closed")
+
+    # When the next pay asks about the earlier ones
+    provider = CountingProvider(get_provider())
+    _settle_earlier_attempts(user_id=user.pk, order_number=order.number, provider=provider)
+
+    # Then it asked about the newest declined ones only, as many as the lock allows
+    newest = [p.out_trade_no for p in reversed(attempts[2:])]
+    assert provider.asked == newest[:MAX_EARLIER_ASKED]
+    assert len(newest) > MAX_EARLIER_ASKED
+    # ... and none at all when one ask would not fit in the key lock's budget
+    settings.PROVIDER_TIMEOUT_S = settings.IDEMPOTENCY_LOCK_TIMEOUT / 4
+    provider.asked.clear()
+    _settle_earlier_attempts(user_id=user.pk, order_number=order.number, provider=provider)
+    assert provider.asked == []
+
+
+def test_the_asks_with_the_own_call_fit_in_the_lock_budget(settings):
+    for timeout_s, lock_s in [(5.0, 60), (1.0, 60), (10.0, 60), (5.0, 30), (30.0, 60)]:
+        settings.PROVIDER_TIMEOUT_S, settings.IDEMPOTENCY_LOCK_TIMEOUT = timeout_s, lock_s
+        asks = earlier_asks_allowed()
+        assert 0 <= asks <= MAX_EARLIER_ASKED
+        # every ask and the request's own call at their worst, and a margin
+        assert (asks + 1) * 2 * timeout_s + timeout_s <= lock_s or asks == 0
+    settings.PROVIDER_TIMEOUT_S, settings.IDEMPOTENCY_LOCK_TIMEOUT = 5.0, 60
+    assert earlier_asks_allowed() == 3
