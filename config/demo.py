@@ -129,16 +129,61 @@ def _metrics_dir(family: str) -> dict[str, str]:
     return {"PROMETHEUS_MULTIPROC_DIR": str(METRICS_DIR / family)}
 
 
+# `make demo PAYMENT_PROVIDER=stripe`: the same shop against localstripe (a Stripe
+# emulator, a dev dependency) on PROVIDER_PORT instead of the sandbox, through the
+# official SDK; localstripe signs its webhooks with this secret and sends them to
+# the shop's Stripe endpoint (docs/providers.md).
+WITH_STRIPE = os.environ.get("PAYMENT_PROVIDER", "sandbox") == "stripe"
+DEMO_STRIPE = {
+    "STRIPE_API_BASE": f"http://127.0.0.1:{PROVIDER_PORT}",
+    "STRIPE_API_KEY": "sk_test_onceshop_demo",
+    "STRIPE_WEBHOOK_SECRET": "whsec_onceshop_demo_only",
+}
+STRIPE_STARTUP_S = 30.0
+
+
+def _provider(bin_dir: str) -> Child:
+    if WITH_STRIPE:
+        return Child(
+            "localstripe",
+            [sys.executable, "-m", "localstripe", "--port", PROVIDER_PORT, "--from-scratch"],
+        )
+    # Serves only the sandbox and its admin (config/provider_urls.py), not the shop.
+    return Child(
+        "provider",
+        _gunicorn(bin_dir, PROVIDER_PORT),
+        provider=True,
+        env={"SANDBOX_ONLY": "true", **_metrics_dir("provider")},
+    )
+
+
+def _register_stripe_webhook() -> None:
+    """Tell localstripe where the shop's webhook endpoint is, once it listens."""
+    import requests
+
+    deadline = time.monotonic() + STRIPE_STARTUP_S
+    while True:
+        try:
+            response = requests.post(
+                f"{DEMO_STRIPE['STRIPE_API_BASE']}/_config/webhooks/onceshop",
+                data={
+                    "url": f"http://127.0.0.1:{PORT}/api/v1/callbacks/stripe/",
+                    "secret": os.environ["STRIPE_WEBHOOK_SECRET"],
+                },
+                timeout=2,
+            )
+            response.raise_for_status()
+            return
+        except requests.RequestException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)  # localstripe has no readiness signal: ask again
+
+
 def _children(bin_dir: str) -> list[Child]:
     return [
         Child("web", _gunicorn(bin_dir, PORT), env=_metrics_dir("web")),
-        # Serves only the sandbox and its admin (config/provider_urls.py), not the shop.
-        Child(
-            "provider",
-            _gunicorn(bin_dir, PROVIDER_PORT),
-            provider=True,
-            env={"SANDBOX_ONLY": "true", **_metrics_dir("provider")},
-        ),
+        _provider(bin_dir),
         Child(
             "worker",
             [
@@ -245,6 +290,9 @@ def main() -> int:
     # A console a person reads: plain lines (still with the request id); LOG_FORMAT=json
     # shows what production writes.
     os.environ.setdefault("LOG_FORMAT", "plain")
+    if WITH_STRIPE:
+        for name, value in DEMO_STRIPE.items():
+            os.environ.setdefault(name, value)
     _manage("migrate", "--no-input", "-v", "0")
     _manage("collectstatic", "--no-input", "-v", "0")
     _manage("seed_demo")
@@ -262,9 +310,14 @@ def main() -> int:
     try:
         for child in children:
             child.start()
+        if WITH_STRIPE:
+            _register_stripe_webhook()
+            provider = f"(Stripe, emulated by localstripe): http://127.0.0.1:{PROVIDER_PORT}/"
+        else:
+            provider = f"(the sandbox): http://127.0.0.1:{PROVIDER_PORT}/sandbox/"
         print(
             f"\nOnceShop is running on http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)"
-            f"\nIts payment provider (the sandbox): http://127.0.0.1:{PROVIDER_PORT}/sandbox/\n",
+            f"\nIts payment provider {provider}\n",
             flush=True,
         )
         reason = _supervise(children, stopping)

@@ -165,7 +165,7 @@ def _prepare_charge(record: IdempotencyKey, *, payment_id: int, provider: Prepar
     Creating moves no money, so a lost answer here is not an unknown outcome of a
     charge: the attempt stays PENDING at payment_created, and a retry creates again
     with the same derived key (the provider replays). A refusal moves nothing
-    either: the phase is skipped and the charge step answers it as a decline.
+    either: the attempt is declined with the provider's code, as a refused charge is.
     """
     payment = Payment.objects.get(pk=payment_id)
     context.bind(out_trade_no=payment.out_trade_no)
@@ -178,8 +178,17 @@ def _prepare_charge(record: IdempotencyKey, *, payment_id: int, provider: Prepar
                 currency=payment.currency,
                 idempotency_key=provider_idempotency_key(payment),
             )
-        except ProviderRejected:
-            provider_id = None  # the charge step asks again and answers the refusal
+        except ProviderRejected as rejection:
+            refused = ChargeResult(
+                out_trade_no=payment.out_trade_no,
+                status=ChargeStatus.DECLINED,
+                trade_no=None,
+                amount=None,
+                currency=None,
+                decline_reason=f"{REJECTED_BY_PROVIDER}:{rejection.code}"[:FAILURE_CODE_MAX],
+            )
+            atomic_phase(record, partial(_finish, payment_id=payment_id, result=refused))
+            return
         except ProviderOutcomeUnknown as error:
             raise PaymentOutcomeUnknown(reason=str(error)) from error
     atomic_phase(record, partial(_record_prepared, payment_id=payment_id, provider_id=provider_id))

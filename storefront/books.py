@@ -25,6 +25,7 @@ from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability.metrics.gauges import GaugeValue, gauge_values
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
+from payments.providers import KeepsWallets, get_provider
 from reconcile.audit import audit_run
 from reconcile.desk.actions import ACTIONS
 from reconcile.desk.selectors import cases_open
@@ -326,7 +327,8 @@ def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Boo
         inventory=_inventory(),
         records=_records(now),
         notifications=_notifications(),
-        wallets=_wallets() if with_wallets else [],
+        # The sandbox keeps wallets; another provider has none to show (docs/providers.md).
+        wallets=_wallets() if with_wallets and isinstance(get_provider(), KeepsWallets) else [],
         waiting=waiting,
         waiting_count=waiting_count,
         audit=audit,

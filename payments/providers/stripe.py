@@ -146,18 +146,17 @@ class StripeProvider:
         notify_url: str,
         idempotency_key: str,
     ) -> ChargeResult:
-        """Confirm the attempt's recorded PaymentIntent (creating it first if none is).
+        """Confirm the attempt's recorded PaymentIntent (``prepare_charge`` made it).
 
-        ``payer`` and ``notify_url`` are the sandbox's: Stripe knows the payer by
-        the payment method, and sends webhooks to the endpoint configured in its
-        dashboard.
+        Never one that is not recorded: money moved through a PaymentIntent the
+        shop cannot find again would be invisible to ``query`` and to the fence.
+        Without a recorded id this refuses before sending anything. ``payer`` and
+        ``notify_url`` are the sandbox's: Stripe knows the payer by the payment
+        method, and sends webhooks to the endpoint configured in its dashboard.
         """
-        intent_id = self.references.payment_intent(out_trade_no) or self.prepare_charge(
-            out_trade_no=out_trade_no,
-            amount=amount,
-            currency=currency,
-            idempotency_key=idempotency_key,
-        )
+        intent_id = self.references.payment_intent(out_trade_no)
+        if intent_id is None:
+            raise ProviderRejected(409, "no_payment_intent_recorded")
         try:
             intent = _call(
                 lambda: self.client.v1.payment_intents.confirm(

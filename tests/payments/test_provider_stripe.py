@@ -199,20 +199,41 @@ def test_a_declining_card_is_a_decline(stripe_shop, order, user):
         api_base=stripe_shop,
         timeout_s=5.0,
         references=RecordedReferences(),
-        payment_method="pm_card_chargeCustomerFail",
+        payment_method="pm_card_chargeCustomerFail",  # Stripe's test card that declines
     )
+    terms: dict[str, Any] = {
+        "out_trade_no": payment.out_trade_no,
+        "amount": payment.amount,
+        "currency": payment.currency,
+        "idempotency_key": provider_idempotency_key(payment),
+    }
+    intent_id = declining.prepare_charge(**terms)
+    Payment.objects.filter(pk=payment.pk).update(trade_no=intent_id)
 
-    answer = declining.charge(
-        out_trade_no=payment.out_trade_no,
-        amount=payment.amount,
-        currency=payment.currency,
-        payer=payment.payer,
-        notify_url="",
-        idempotency_key=provider_idempotency_key(payment),
-    )
+    answer = declining.charge(payer=payment.payer, notify_url="", **terms)
 
     assert answer.status is ChargeStatus.DECLINED
     assert answer.decline_reason
+    truth = declining.query(out_trade_no=payment.out_trade_no)
+    assert truth is not None
+    assert truth.status is ChargeStatus.DECLINED
+
+
+def test_charge_never_confirms_a_payment_intent_it_has_not_recorded(stripe_shop, order, user):
+    # Money moved through an unrecorded PaymentIntent would be invisible to query and
+    # to the fence: charge refuses before anything is sent.
+    payment = payment_create(user_id=user.pk, order_number=order.number)
+
+    with pytest.raises(ProviderRejected):
+        get_provider().charge(
+            out_trade_no=payment.out_trade_no,
+            amount=payment.amount,
+            currency=payment.currency,
+            payer=payment.payer,
+            notify_url="",
+            idempotency_key=provider_idempotency_key(payment),
+        )
+    assert intents_of(stripe_shop, payment.out_trade_no) == []
 
 
 def test_localstripe_does_not_replay_a_create_by_its_idempotency_key(stripe_shop):
