@@ -35,6 +35,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
 from idempotency.core import MoveTo, Respond, atomic_phase, single_phase
@@ -138,12 +139,14 @@ def _settle_earlier_attempts(*, user_id: int, order_number: str, provider: Payme
     # (payments.earlier: the asks, our own charge and a margin stay within
     # IDEMPOTENCY_LOCK_TIMEOUT at PROVIDER_TIMEOUT_S each); an older one's late
     # capture still reaches the reconciler by notification or statement.
+    failed = Payment.objects.filter(order=OuterRef("pk"), status=PaymentStatus.FAILED)
+    if not order.filter(Exists(failed)).exists():
+        return  # the common case, an order's first attempt: one cheap read, nothing to ask
     can_succeed_late = (
         Payment.objects.filter(order__in=order, status=PaymentStatus.FAILED)
         .exclude(failure_code=CLOSED_BY_RECONCILIATION)
         .order_by("-pk")[:MAX_EARLIER_ASKED]
     )
-    # The common case, an order's first attempt: one cheap read, nothing to ask.
     for payment in within_lock_budget(list(can_succeed_late)):
         try:
             account = provider.query(out_trade_no=payment.out_trade_no)
