@@ -7,8 +7,9 @@
   the machine finds it again. ``job`` is the batch job whose item failed (an
   ``item-failed`` case; empty for every other kind): two jobs may fail on one
   subject (the payments job and the orphan-refunds job both on a payment), and
-  each has its own case, closed when that job's item settles, never by the other. Resolved by a person (with a note) or by the machine
-  (the item settled after all); never deleted.
+  each has its own case, closed when that job's item settles, never by the other.
+  Resolved by a person (with a note) or by the machine (the item settled after
+  all); never deleted.
 - ``CaseAction``: each action taken on a case, with who and why.
 - ``ItemFailure``: how often one item of a batch job raised, and when it is due
   again; written in its own transaction, so it stays when the item's rolled back.

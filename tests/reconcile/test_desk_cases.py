@@ -25,7 +25,8 @@ from reconcile.desk.services import cases_run_once
 from reconcile.services import payments as payment_jobs
 from tests.callbacks.test_api import body_for, notify
 from tests.factories import UserFactory
-from tests.reconcile.test_desk import poison, settling_refused  # noqa: F401  (a fixture)
+from tests.reconcile.test_desk import poison as poison  # a fixture
+from tests.reconcile.test_desk import settling_refused
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +40,12 @@ def _fails() -> None:
 
 
 def test_a_failed_payments_case_closes_when_a_callback_settles_the_payment(
-    user, unknown_payment, poison, sandbox, settings, due_at_once
+    user,
+    unknown_payment,
+    poison,
+    sandbox,
+    settings,
+    due_at_once,
 ):
     # Given a charged attempt the payments job failed on twice: a case
     settings.CASE_AFTER_FAILURES = 2
@@ -147,7 +153,7 @@ def test_dismissing_a_failed_notification_about_our_attempt_leaves_it_unresolved
     assert ProviderNotification.objects.get(pk=notification.pk).resolved_at is None
 
 
-def test_a_double_click_on_retry_acts_once(user, unknown_payment, poison, sandbox, settings):
+def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, settings):
     settings.CASE_AFTER_FAILURES = 1
     payment = unknown_payment(user, charged=False)
     guard = ItemGuard(job=PAYMENTS, subject_type="payment")
