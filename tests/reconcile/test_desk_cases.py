@@ -190,7 +190,7 @@ def _deferred_notification(payment: Payment) -> ProviderNotification:
     assert account is not None
     return ProviderNotification.objects.create(
         notify_id=f"N-deferred-{payment.pk}",
-        trade_no=account.trade_no,
+        trade_no=account.trade_no or "",
         out_trade_no=payment.out_trade_no,
         trade_status="SUCCESS",
         amount=payment.amount,
