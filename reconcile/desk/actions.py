@@ -116,39 +116,56 @@ def _dismiss(case: Case, *, note: str, user: User | None, who: str) -> ActionRes
             case, action=CaseActionKind.DISMISS, note=note, user=user, who=who, outcome="dismissed"
         ):
             return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-        # The subject is closed with the case, in the same transaction: the audit
-        # reads it settled, with the person's reason.
-        reason = f"dismissed by {who} (case {case.pk}): {note}"
-        if case.subject_type == "notification":
-            ProviderNotification.objects.filter(
-                pk=case.subject_id, resolved_at__isnull=True
-            ).update(resolved_at=timezone.now(), resolution=reason)
-        elif case.subject_type == "discrepancy":
-            StatementDiscrepancy.objects.filter(
-                pk=case.subject_id, resolved_at__isnull=True
-            ).update(resolved_at=timezone.now(), resolved_by=user, resolution=reason)
-        # A failed item starts counting afresh: if it fails on, it comes back as a case.
-        ItemFailure.objects.filter(key=str(case.subject_id), job__in=_jobs_of(case)).delete()
+        if case.kind == CaseKind.ITEM_FAILED:
+            # The failure is dismissed, not the item: its job counts afresh (failing on,
+            # it comes back as a case), and the subject stays what it is. A notification
+            # about an attempt of ours is settled only when that attempt is; until then
+            # it is the audit's fault, honestly, with nobody holding it.
+            ItemFailure.objects.filter(job=case.job, key=str(case.subject_id)).delete()
+        else:
+            # The subject is closed with the case, in the same transaction: the audit
+            # reads it settled, with the person's reason.
+            _dismiss_subject(case, reason=f"dismissed by {who} (case {case.pk}): {note}", user=user)
     logger.info("case %s dismissed by %s: %s", case.pk, who, note)
     return ActionResult(True, f"case {case.pk} dismissed")
 
 
+def _dismiss_subject(case: Case, *, reason: str, user: User | None) -> None:
+    if case.subject_type == "notification":
+        ProviderNotification.objects.filter(pk=case.subject_id, resolved_at__isnull=True).update(
+            resolved_at=timezone.now(), resolution=reason
+        )
+    elif case.subject_type == "discrepancy":
+        StatementDiscrepancy.objects.filter(pk=case.subject_id, resolved_at__isnull=True).update(
+            resolved_at=timezone.now(), resolved_by=user, resolution=reason
+        )
+
+
 def _retry(case: Case, *, note: str, user: User | None, who: str) -> ActionResult:
-    # Not closing: the case closes when the item settles (the guard closes it). Making
-    # a thing due now twice is making it due now once.
+    # Not closing: the case closes when the item settles. Once-only: the case row is
+    # locked and re-read in the transaction that records the action, and each write
+    # is conditional on the subject not being due yet; of two clicks, the second
+    # finds it resolved or already due and records nothing.
     now = timezone.now()
     with transaction.atomic():
-        ItemFailure.objects.filter(key=str(case.subject_id), job__in=_jobs_of(case)).update(
-            next_try_at=now
-        )
+        if not Case.objects.select_for_update().filter(pk=case.pk, state=CaseState.OPEN).exists():
+            return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
+        jobs = [case.job] if case.job else _jobs_of(case)
+        made_due = ItemFailure.objects.filter(
+            key=str(case.subject_id), job__in=jobs, next_try_at__gt=now
+        ).update(next_try_at=now)
         if case.subject_type == "payment":
-            Payment.objects.filter(pk=case.subject_id, status__in=UNSETTLED_STATUSES).update(
-                next_reconcile_at=None
-            )
+            made_due += Payment.objects.filter(
+                pk=case.subject_id, status__in=UNSETTLED_STATUSES, next_reconcile_at__isnull=False
+            ).update(next_reconcile_at=None)
         elif case.subject_type == "refund":
-            Refund.objects.filter(pk=case.subject_id, status__in=UNSETTLED_REFUND_STATUSES).update(
-                next_reconcile_at=None
-            )
+            made_due += Refund.objects.filter(
+                pk=case.subject_id,
+                status__in=UNSETTLED_REFUND_STATUSES,
+                next_reconcile_at__isnull=False,
+            ).update(next_reconcile_at=None)
+        if not made_due:
+            return ActionResult(False, f"case {case.pk}: already due at the next pass")
         _record(case, action=CaseActionKind.RETRY, note=note, user=user, who=who, outcome="due now")
     return ActionResult(True, f"case {case.pk}: due at the next pass")
 

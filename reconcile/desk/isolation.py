@@ -23,8 +23,17 @@ lock is held while the provider is asked. When the work raises, the guard
   ``on_failure`` as well, e.g. the claim's ``retry_later``),
 - opens a case after CASE_AFTER_FAILURES failures in a row,
 
-and returns ``failed``: the batch goes on. An item that settles after failing
-has its count cleared and its case closed by the machine.
+and returns ``failed``: the batch goes on. A failed item's count and case
+belong to its job (``ItemFailure.job``, ``Case.job``): two jobs failing on one
+subject (the payments and the orphan-refunds job on a payment) count and hold
+it apart, and one clearing its item leaves the other's case open.
+
+An item that settles after failing has its count cleared and its case closed:
+by its own job the next time that job runs it (``settled``), or, whatever path
+settled it (a callback settling the payment, the statement matching the line,
+a person refunding an orphan another way), by the open-cases job
+(``failures_settled``, from ``cases_run_once``), which reads each job's items
+still to settle off the books themselves.
 """
 
 from __future__ import annotations
@@ -32,14 +41,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from reconcile.desk.models import CaseKind, ItemFailure
+from callbacks.models import ProviderNotification
+from payments.models import (
+    UNSETTLED_REFUND_STATUSES,
+    UNSETTLED_STATUSES,
+    Payment,
+    Refund,
+    RefundAttemptStatus,
+)
+from reconcile.desk.models import Case, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import case_close_by_machine, case_open
+from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
+from reconcile.selectors import payments_orphaned_without_refund
 from reconcile.services.claims import reconcile_backoff_s
 
 logger = logging.getLogger(__name__)
@@ -70,6 +90,29 @@ JOBS_BY_SUBJECT = {
     # An UNPAID order is expiry's, a PAID one fulfilment's: never both jobs' at once.
     "order": [EXPIRY, FULFILMENT],
     "record": [COMPLETION],  # an idempotency record
+}
+
+
+def _notifications_unsettled() -> QuerySet[Any, Any]:
+    return ProviderNotification.objects.filter(resolved_at__isnull=True)
+
+
+# Each job's items still to settle, read off the books: a failed item not among them
+# settled since, by whichever path. (A job not listed keeps its count and case until
+# it runs the item again.)
+UNSETTLED: dict[str, Callable[[], QuerySet[Any, Any]]] = {
+    PAYMENTS: lambda: Payment.objects.filter(status__in=UNSETTLED_STATUSES),
+    ORPHAN_REFUNDS: lambda: Payment.objects.filter(pk__in=payments_orphaned_without_refund()),
+    REFUNDS: lambda: Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES),
+    NOTIFICATIONS: _notifications_unsettled,
+    STRAY_NOTIFICATIONS: _notifications_unsettled,
+    STATEMENT_LINES: lambda: StatementLine.objects.filter(outcome=LineOutcome.PENDING),
+    STATEMENTS: lambda: StatementImport.objects.filter(
+        pk__in=StatementLine.objects.filter(outcome=LineOutcome.PENDING).values("statement_id")
+    ),
+    STRAY_REFUNDS: lambda: StrayCapture.objects.exclude(
+        refund_status=RefundAttemptStatus.SUCCEEDED
+    ),
 }
 
 # The longest error text kept per item: the traceback is in the log line.
@@ -178,6 +221,7 @@ class ItemGuard:
             subject_id=int(key),
             reference=reference,
             summary=f"{self.job}: {reference} failed {failures} times in a row; last: {text}",
+            job=self.job,
         )
         # Once a person holds it, each further failure is a warning: the case and its
         # alert speak for it, not an ERROR line at every backoff.
@@ -192,12 +236,48 @@ class ItemGuard:
         )
 
     def _cleared(self, *, key: str, reference: str) -> None:
-        removed, _ = ItemFailure.objects.filter(job=self.job, key=key).delete()
         self._known().pop(key, None)
-        if removed:
-            case_close_by_machine(
-                kind=CaseKind.ITEM_FAILED,
-                subject_type=self.subject_type,
-                subject_id=int(key),
-                resolution=f"{self.job}: {reference} settled by the machine after failing",
+        _clear(job=self.job, subject_type=self.subject_type, key=key, reference=reference)
+
+
+def _clear(*, job: str, subject_type: str, key: str, reference: str) -> int:
+    """The job's count of the item removed and its case closed: how many cases closed."""
+    ItemFailure.objects.filter(job=job, key=key).delete()
+    return case_close_by_machine(
+        kind=CaseKind.ITEM_FAILED,
+        subject_type=subject_type,
+        subject_id=int(key),
+        job=job,
+        resolution=f"{job}: {reference} settled by the machine after failing",
+    )
+
+
+def failures_settled() -> int:
+    """Clear the count, and close the case, of every failed item settled since by any
+    path (see the module doc); how many cases it closed."""
+    closed = 0
+    subject_of = {job: subject for subject, jobs in JOBS_BY_SUBJECT.items() for job in jobs}
+    for job, unsettled in UNSETTLED.items():
+        failing = {
+            key: reference
+            for key, reference in ItemFailure.objects.filter(job=job).values_list(
+                "key", "reference"
             )
+        }
+        failing |= {
+            str(subject_id): reference
+            for subject_id, reference in Case.objects.filter(
+                kind=CaseKind.ITEM_FAILED, job=job, state=CaseState.OPEN
+            ).values_list("subject_id", "reference")
+        }
+        if not failing:
+            continue
+        still = {
+            str(pk)
+            for pk in unsettled()
+            .filter(pk__in=[int(key) for key in failing])
+            .values_list("pk", flat=True)
+        }
+        for key in failing.keys() - still:
+            closed += _clear(job=job, subject_type=subject_of[job], key=key, reference=failing[key])
+    return closed

@@ -3,9 +3,13 @@
 - ``Case``: something the shop cannot settle by itself. Its subject is a row the
   audit names (``subject_type`` is the key a finding's ids use: ``payment``,
   ``refund``, ``notification``, ``line``, ``discrepancy``, ``stray``), and a
-  partial unique index keeps one open case per subject, however often the
-  machine finds it again. Resolved by a person (with a note) or by the machine
-  (the item settled after all); never deleted.
+  partial unique index keeps one open case per subject and job, however often
+  the machine finds it again. ``job`` is the batch job whose item failed (an
+  ``item-failed`` case; empty for every other kind): two jobs may fail on one
+  subject (the payments job and the orphan-refunds job both on a payment), and
+  each has its own case, closed when that job's item settles, never by the other.
+  Resolved by a person (with a note) or by the machine (the item settled after
+  all); never deleted.
 - ``CaseAction``: each action taken on a case, with who and why.
 - ``ItemFailure``: how often one item of a batch job raised, and when it is due
   again; written in its own transaction, so it stays when the item's rolled back.
@@ -52,6 +56,7 @@ class Case(models.Model):
     kind = models.CharField(max_length=24, choices=Kind.choices)
     subject_type = models.CharField(max_length=16)
     subject_id = models.BigIntegerField()
+    job = models.CharField(max_length=32, blank=True, default="")  # an item-failed case's job
     reference = models.CharField(max_length=64, blank=True, default="")  # as the provider knows it
     summary = models.TextField()  # what the shop knows, in words
     state = models.CharField(max_length=8, choices=State.choices, default=State.OPEN)
@@ -67,9 +72,9 @@ class Case(models.Model):
         constraints = [
             # Found again by every pass: the same open case, never a second one.
             models.UniqueConstraint(
-                fields=["subject_type", "subject_id"],
+                fields=["subject_type", "subject_id", "job"],
                 condition=Q(state=CaseState.OPEN),
-                name="case_one_open_per_subject",
+                name="case_one_open_per_subject_and_job",
             ),
             models.CheckConstraint(
                 condition=Q(state=CaseState.OPEN, resolved_at__isnull=True, resolution="")

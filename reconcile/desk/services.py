@@ -27,17 +27,18 @@ logger = logging.getLogger(__name__)
 
 _OPEN = """
     INSERT INTO reconcile_case
-        (kind, subject_type, subject_id, reference, summary, state, opened_at, resolution)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, '')
+        (kind, subject_type, subject_id, job, reference, summary, state, opened_at, resolution)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, '')
     ON CONFLICT DO NOTHING
     RETURNING id
 """
 
 
 def case_open(
-    *, kind: str, subject_type: str, subject_id: int, reference: str, summary: str
+    *, kind: str, subject_type: str, subject_id: int, reference: str, summary: str, job: str = ""
 ) -> int | None:
-    """Open a case about the subject unless one is open already; its id if this opened it."""
+    """Open a case about the subject unless one is open already (for the same job, if an
+    item of a job failed); its id if this opened it."""
     with connection.cursor() as cursor:
         cursor.execute(
             _OPEN,
@@ -45,6 +46,7 @@ def case_open(
                 kind,
                 subject_type,
                 subject_id,
+                job,
                 reference[:64],
                 summary,
                 CaseState.OPEN,
@@ -58,10 +60,12 @@ def case_open(
     return int(row[0])
 
 
-def case_close_by_machine(*, kind: str, subject_type: str, subject_id: int, resolution: str) -> int:
-    """Close the subject's open case of ``kind``: the machine settled it after all."""
+def case_close_by_machine(
+    *, kind: str, subject_type: str, subject_id: int, resolution: str, job: str = ""
+) -> int:
+    """Close the subject's open case of ``kind`` (and ``job``): the machine settled it."""
     return Case.objects.filter(
-        kind=kind, subject_type=subject_type, subject_id=subject_id, state=CaseState.OPEN
+        kind=kind, subject_type=subject_type, subject_id=subject_id, job=job, state=CaseState.OPEN
     ).update(state=CaseState.RESOLVED, resolved_at=timezone.now(), resolution=resolution)
 
 
@@ -75,8 +79,11 @@ class CaseCounts:
 
 
 def cases_run_once() -> CaseCounts:
-    """Open the cases that are due, and close those whose subject is settled."""
-    return CaseCounts(opened=_open_due(), closed=_close_settled())
+    """Open the cases that are due, and close those whose subject is settled: by any
+    path (a callback, the statement, a person), not only by the job that failed on it."""
+    from reconcile.desk.isolation import failures_settled
+
+    return CaseCounts(opened=_open_due(), closed=_close_settled() + failures_settled())
 
 
 def _open_due() -> int:
