@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -79,9 +80,7 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> ExpireCounts:
             outcome = guard.run(
                 key=order_id,
                 reference=number,
-                work=lambda order_id=order_id: _expire(
-                    order_id=order_id, created_before=created_before
-                ),
+                work=partial(_expire, order_id=order_id, created_before=created_before),
                 failed=None,
             )
             if outcome is not None:

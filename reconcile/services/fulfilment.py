@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
@@ -57,7 +58,7 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> FulfilCounts:
             shipment = guard.run(
                 key=order_id,
                 reference=numbers.get(order_id, str(order_id)),
-                work=lambda order_id=order_id: shipment_create(order_id=order_id),
+                work=partial(shipment_create, order_id=order_id),
                 failed=None,
             )
             shipped += shipment is not None

@@ -25,7 +25,6 @@ from reconcile.desk.services import cases_run_once
 from reconcile.services import payments as payment_jobs
 from tests.callbacks.test_api import body_for, notify
 from tests.factories import UserFactory
-from tests.reconcile.test_desk import poison as poison  # a fixture
 from tests.reconcile.test_desk import settling_refused
 
 pytestmark = pytest.mark.django_db(transaction=True)
