@@ -207,6 +207,9 @@ class StripeCallbackApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
+        if not request.headers.get("Stripe-Signature"):
+            # Unsigned is refused first, whichever provider the shop uses: nothing stored.
+            raise SignatureInvalid("The Stripe-Signature header is missing.")
         provider = get_provider()
         if provider.name != "stripe":
             raise NotFound()

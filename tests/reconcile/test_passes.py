@@ -75,8 +75,8 @@ def test_every_task_runs_its_job():
 
     assert completed is not None
     assert set(completed.values()) == {0}
-    assert expired == {"expired": 0, "skipped_live_attempt": 0}
-    assert shipped == {"examined": 0, "shipped": 0}
+    assert expired == {"expired": 0, "skipped_live_attempt": 0, "failed": 0}
+    assert shipped == {"examined": 0, "shipped": 0, "failed": 0}
     assert not Payment.objects.exists()
 
 
