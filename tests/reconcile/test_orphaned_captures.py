@@ -169,6 +169,8 @@ def test_a_pay_after_a_contradicting_notification_finds_the_first_capture_and_ch
     # Given a pay request waiting on a slow provider that has charged (SUCCESS, not
     # answered yet), and its attempt failed meanwhile by a contradicting notification
     settings.PROVIDER_TIMEOUT_S = 10
+    # A lock with room for one ask about an earlier attempt at that timeout (payments.earlier)
+    settings.IDEMPOTENCY_LOCK_TIMEOUT = 120
     fault("timeout_after_commit", delay_s=2)
     answers: dict[str, Any] = {}
     request = threading.Thread(target=lambda: answers.setdefault("pay", pay()))
