@@ -1,12 +1,12 @@
 # OnceShop. `make demo` runs the shop; `make test` runs the tests.
 # With DATABASE_URL / REDIS_URL unset, both start an embedded PostgreSQL and
-# Redis under .var/ (config/embedded.py) and stop them afterwards.
+# Redis under .var/ (demo/embedded.py) and stop them afterwards.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-WITH_SERVICES := $(PY) -m config.embedded --
+WITH_SERVICES := $(PY) -m demo.embedded --
 # Exact versions with their hashes (uv, see README "Dependencies"): requirements.lock
 # is what the image installs; requirements-dev.lock adds the tests' tools and the
 # embedded servers, at the same versions for everything the two share.
@@ -29,7 +29,7 @@ $(STAMP): $(DEV_LOCK)
 # The demo's translations (locale/): compiled to .mo in pure Python, so no GNU
 # gettext is needed; only the catalogues that changed are rewritten.
 messages: $(STAMP)
-	$(PY) -m config.i18n
+	$(PY) -m demo.i18n
 
 # The one command that refreshes both lock files: the newest versions pyproject.toml
 # allows, for Python 3.11 and 3.12 on every platform. Commit the result.
@@ -39,7 +39,7 @@ lock: install
 
 # The demo profile: development secrets, embedded services, the sandbox provider.
 demo: install
-	DEMO_MODE=true $(WITH_SERVICES) $(PY) -m config.demo
+	DEMO_MODE=true $(WITH_SERVICES) $(PY) -m demo.runner
 
 # Beside a running `make demo` (same PORT), in its profile and on its services: the
 # settings find the shop and its provider from PORT, so `PORT=9000 make demo` pairs
@@ -73,9 +73,9 @@ format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# The bench runs in the harness profile, as the tests do (bench/__init__.py).
+# The bench runs in the harness profile, as the tests do (tools/bench/__init__.py).
 bench: install
-	$(WITH_SERVICES) $(PY) -m bench
+	$(WITH_SERVICES) $(PY) -m tools.bench
 
 # The alerting rules: promtool parses them and runs their unit tests (each alert
 # fires past its bound, not before). promtool: Debian's `prometheus` package.
@@ -85,16 +85,16 @@ alerts:
 
 # The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
 lab: install
-	$(WITH_SERVICES) $(PY) -m lab $(EXP)
+	$(WITH_SERVICES) $(PY) -m tools.lab $(EXP)
 
 # Chaos at scale (docs/reliability.md): `make chaos ORDERS=10000`. PostgreSQL is
 # DATABASE_URL's server (or the embedded one); Redis is the run's own, since the
-# nemesis restarts it. The report goes to chaos/out/report.md.
+# nemesis restarts it. The report goes to tools/chaos/out/report.md.
 ORDERS ?= 500
 CLIENTS ?= 16
 SEED ?= 1
 chaos: install
-	$(PY) -m chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) $(CHAOS_ARGS)
+	$(PY) -m tools.chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) $(CHAOS_ARGS)
 
 clean:
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

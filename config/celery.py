@@ -16,7 +16,9 @@ def _task_packages() -> list[str]:
     # The sandbox's tasks are registered only where the sandbox is served: a deployed
     # worker refuses (as unregistered) any message naming them.
     return [
-        name for name in settings.INSTALLED_APPS if name != "sandbox" or settings.SANDBOX_ENABLED
+        name
+        for name in settings.INSTALLED_APPS
+        if name != "demo.sandbox" or settings.SANDBOX_ENABLED
     ]
 
 

@@ -109,7 +109,7 @@ def _api_or_page(
     return handler
 
 
-# The URL confs' handler400/403/404/500 (config/urls.py, config/provider_urls.py).
+# The URL confs' handler400/403/404/500 (config/urls.py, demo/provider_urls.py).
 bad_request = _api_or_page(defaults.bad_request, lambda: as_application_error(ParseError()))
 permission_denied = _api_or_page(
     defaults.permission_denied, lambda: as_application_error(PermissionDenied())

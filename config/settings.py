@@ -6,6 +6,8 @@ The README's configuration table lists every variable read here.
 from __future__ import annotations
 
 import os
+from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 
 import dj_database_url
@@ -54,17 +56,16 @@ if not DEMO_MODE:
     refuse_unsafe_start(os.environ)
 elif not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
     # Demo only: the embedded servers under .var/ are started (or reused if already
-    # running); see config/embedded.py.
-    from config.embedded import ensure_environment
-
-    ensure_environment()
+    # running); see demo/embedded.py. Named as a string: a production process never
+    # imports the demo.
+    import_module("demo.embedded").ensure_environment()
 
 # Where the sandbox provider is served from: its URLs, admin and tasks exist only in
 # a process with this on (the demo's provider process and worker, the tests, the
 # bench), never in the shop of a deployment. Its tables stay installed, and empty.
 SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", False)
-# The demo's provider server (config/demo.py): it serves the sandbox and the admin of
-# its tables at its root (config/provider_urls.py), not a second copy of the shop.
+# The demo's provider server (demo/runner.py): it serves the sandbox and the admin of
+# its tables at its root (demo/provider_urls.py), not a second copy of the shop.
 SANDBOX_ONLY = SANDBOX_ENABLED and env_bool("SANDBOX_ONLY", False)
 
 
@@ -109,11 +110,15 @@ INSTALLED_APPS = [
     "idempotency",
     "orders",
     "payments",
-    "storefront",
     "reconcile",
     "callbacks",
-    "sandbox",
 ]
+# The demo's apps (demo/): its pages and the stand-in provider, layered in by the demo
+# profile only, exactly as `make demo` runs them. Their labels (storefront, sandbox)
+# name their tables, templates and URLs. A fork that deleted demo/ runs the demo
+# profile without them.
+DEMO_APPS = ["demo.shop", "demo.sandbox"] if DEMO_MODE and find_spec("demo") else []
+INSTALLED_APPS += DEMO_APPS
 
 MIDDLEWARE = [
     # First: request ids, the access line and request metrics for every answer; it
@@ -137,7 +142,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "config.provider_urls" if SANDBOX_ONLY else "config.urls"
+ROOT_URLCONF = "demo.provider_urls" if SANDBOX_ONLY else "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
@@ -290,10 +295,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 }
 if DEMO_MODE:
     # The demo's provider, a safety net of its own: notifications and late successes
-    # whose enqueue the broker lost (sandbox/services/sweeps.py). Run by the workers
+    # whose enqueue the broker lost (demo/sandbox/services/sweeps.py). Run by the workers
     # that serve the sandbox (SANDBOX_ENABLED), as every sandbox task is.
     CELERY_BEAT_SCHEDULE["sweep-sandbox-messages"] = _every(
-        60.0, "sandbox.tasks.sweep_lost_messages"
+        60.0, "demo.sandbox.tasks.sweep_lost_messages"
     )
 
 # --- Web pages (storefront/) ---------------------------------------------------------
@@ -317,7 +322,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # --- Languages (the demo's pages; docs/zh-CN/ is the Chinese edition of the docs) --
 # English is the fallback; LocaleMiddleware picks the language from the switcher's
 # cookie, else the browser's Accept-Language. The catalogue lives in locale/ and is
-# compiled by `python -m config.i18n` (make install / test / demo do it).
+# compiled by `python -m demo.i18n` (make install / test / demo do it).
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
@@ -410,7 +415,7 @@ ORDER_MAX_QUANTITY = 1000
 ORDER_MAX_AMOUNT = env_int("ORDER_MAX_AMOUNT", 10**12)
 
 # --- Payments provider ----------------------------------------------------------
-# The demo's ports (config/demo.py serves the shop on PORT and its provider on
+# The demo's ports (demo/runner.py serves the shop on PORT and its provider on
 # PROVIDER_PORT). Read here too, so every command run beside a demo on another PORT
 # (`manage.py story`, `audit`, `reconcile`) finds it without more settings.
 PORT = env_int("PORT", 8000)

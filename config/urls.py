@@ -37,17 +37,23 @@ urlpatterns = [
     # Every problem's `type`: /problems/<code>, exactly as the errors write it.
     path("problems/", problem_list, name="problems"),
     path("problems/<slug:code>", problem_detail, name="problem"),
-    # Browsers ask for it on every page the icon link does not cover (admin, Swagger).
-    path("favicon.ico", RedirectView.as_view(url=static("storefront/favicon.svg"))),
     # The language switcher posts here (Django's set_language: a remembered cookie).
     path("i18n/", include("django.conf.urls.i18n")),
-    path("", include("storefront.urls")),
 ]
+
+# The demo's pages, in the demo profile only (settings.DEMO_APPS): a deployed shop
+# serves the API, the admin and the schema, nothing of the demo.
+if "demo.shop" in settings.DEMO_APPS:
+    urlpatterns += [
+        # Browsers ask for it on every page the icon link does not cover (admin, Swagger).
+        path("favicon.ico", RedirectView.as_view(url=static("storefront/favicon.svg"))),
+        path("", include("demo.shop.urls")),
+    ]
 
 # The sandbox provider is another company's API: routed only in a process that plays
 # it (SANDBOX_ENABLED), never by a deployed shop, where /sandbox/ is a 404.
-if settings.SANDBOX_ENABLED:
-    urlpatterns.insert(2, path("sandbox/", include("sandbox.urls")))
+if settings.SANDBOX_ENABLED and "demo.sandbox" in settings.DEMO_APPS:
+    urlpatterns.insert(2, path("sandbox/", include("demo.sandbox.urls")))
 
 # Errors Django answers itself (no URL matched, a bad Host): problem+json under /api/.
 handler400 = "config.problems.bad_request"

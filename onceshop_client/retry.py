@@ -15,7 +15,7 @@ random time in ``[0, min(cap, base * 2**n)]``, never less than the server's
 a deploy) so they do not come back together; the cap bounds one wait; the
 budget (attempts and total time) bounds them all. ``lab`` experiment 8 shows
 what happens without them. The storefront's pay button
-(``storefront/static/storefront/pay.js``) follows the same rules in the browser.
+(``demo/shop/static/storefront/pay.js``) follows the same rules in the browser.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 
 from config import ratelimit
 from config.celery import app as celery_app
-from config.i18n import compile_catalogues
+from demo.i18n import compile_catalogues
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
 from tests.workers import TEST_QUEUE, Worker, start_worker

@@ -18,13 +18,13 @@ from django.test import Client
 from django.urls import reverse
 
 from callbacks.models import ProviderNotification
+from demo.sandbox.delivery import notification_deliver
+from demo.sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
 from idempotency.models import IdempotencyKey
 from orders.models import InventoryMovement, Order, Product, Shipment
 from orders.services import shipment_create
 from payments.models import LedgerEntry, LedgerKind, Payment
 from payments.models import Refund as ShopRefund
-from sandbox.delivery import notification_deliver
-from sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,6 +1,6 @@
 """Every page is served with a strict Content-Security-Policy (config/csp.py), and no
 page needs more: no inline script, style or event handler runs without the
-response's nonce. The browser's side of it is tests/storefront/test_browser.py."""
+response's nonce. The browser's side of it is tests/demo/shop/test_browser.py."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from django.test import Client
 from django.urls import URLPattern
 
 from config.csp import HEADER
+from demo.shop import urls as page_urls
 from orders.models import Order
-from storefront import urls as page_urls
-from tests.storefront.test_form_nul import route
+from tests.demo.shop.test_form_nul import route
 
 pytestmark = pytest.mark.django_db
 

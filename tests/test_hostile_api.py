@@ -12,9 +12,9 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from config.strictjson import MAX_JSON_DEPTH
+from demo.sandbox.models import Charge, Wallet
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product
-from sandbox.models import Charge, Wallet
 from tests.conftest import new_key
 
 DEEP = b"[" * 30_000 + b"]" * 30_000

@@ -17,13 +17,13 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 from django.conf import settings
 
-from bench.appserver import HOST, app_env, gunicorn
 from config.wsgi import application
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product
 from tests.conftest import new_key
 from tests.factories import ProductFactory, UserFactory
 from tests.processes import child_database_url
+from tools.bench.appserver import HOST, app_env, gunicorn
 
 UNSAFE = ["/api/v1/orders/", "/api/v1/orders/{number}/pay/", "/api/v1/orders/{number}/cancel/"]
 

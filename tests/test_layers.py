@@ -89,7 +89,7 @@ def test_the_reader_sees_every_kind_of_import():
         "    from reconcile.audit import audit_run\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from storefront.books import x\n"
+        "    from demo.shop.books import x\n"
     )
 
     assert imported_apps(source) == [

@@ -13,7 +13,6 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from bench.appserver import HOST, app_env, gunicorn
 from config.errors import PROBLEM_CONTENT_TYPE
 from config.http_limits import (
     GUNICORN_LIMIT_REQUEST_FIELD_SIZE,
@@ -25,6 +24,7 @@ from config.http_limits import (
 )
 from orders.models import Order
 from tests.processes import child_database_url
+from tools.bench.appserver import HOST, app_env, gunicorn
 
 pytestmark = pytest.mark.django_db
 

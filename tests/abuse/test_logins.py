@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 
 from config.clients import client_address
 from config.throttling import UserRateThrottle
-from orders.management.commands.seed_demo import DEMO_USERS
+from demo.shop.management.commands.seed_demo import DEMO_USERS
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db

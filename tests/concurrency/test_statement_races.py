@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from demo.sandbox.models import Charge
+from demo.sandbox.models import Refund as SandboxRefund
 from orders.models import Order, Product
 from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
@@ -21,8 +23,6 @@ from reconcile import tasks
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
 from reconcile.services import statement_jobs
 from reconcile.services.statements import statement_reconcile
-from sandbox.models import Charge
-from sandbox.models import Refund as SandboxRefund
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
 from tests.processes import run_django

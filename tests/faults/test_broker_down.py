@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import pytest
 
 from config.celery import app as celery_app
+from demo.sandbox.models import Notification
 from orders.models import Order, Shipment
 from reconcile.services import fulfilment
-from sandbox.models import Notification
 from tests.assertions import assert_paid_once
 from tests.conftest import new_key
 

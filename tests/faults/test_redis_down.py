@@ -18,14 +18,14 @@ from rest_framework.test import APIRequestFactory
 from config.celery import app as celery_app
 from config.errors import PROBLEM_CONTENT_TYPE, InternalError, exception_handler
 from config.redis import REDIS_TIMEOUT_S
+from demo.sandbox.models import Charge, Notification
+from demo.sandbox.services.sweeps import sandbox_sweep_run_once
 from orders.models import Order
 from reconcile.services.passes import JOBS, pass_run_once
-from sandbox.models import Charge, Notification
-from sandbox.services.sweeps import sandbox_sweep_run_once
 from tests.conftest import client_for, new_key
+from tests.demo.sandbox.conftest import CHARGES, NOTIFY_ORIGIN, charge_body, merchant_client
 from tests.factories import DEFAULT_PASSWORD
 from tests.redis_servers import unavailable
-from tests.sandbox.conftest import CHARGES, NOTIFY_ORIGIN, charge_body, merchant_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

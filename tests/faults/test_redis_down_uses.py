@@ -18,13 +18,13 @@ import redis
 from django.test import Client
 
 from config.redis import redis_client
+from demo.shop.answers import Answer
+from demo.shop.history import answer_history, answer_record
+from demo.shop.services import checkout_token_consume, checkout_token_issue
 from observability import heartbeats
 from observability.health import readiness
 from orders.models import Order
 from reconcile.audit import audit_run
-from storefront.answers import Answer
-from storefront.history import answer_history, answer_record
-from storefront.services import checkout_token_consume, checkout_token_issue
 from tests.factories import UserFactory
 from tests.redis_servers import close_under_reader, unavailable
 

@@ -11,10 +11,10 @@ import pytest
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from bench.database import libpq_uri
 from orders.models import Order
 from tests.conftest import client_for, new_key
 from tests.processes import child_database_url
+from tools.bench.database import libpq_uri
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

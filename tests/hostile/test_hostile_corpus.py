@@ -20,12 +20,12 @@ from django.test import Client
 
 from callbacks.models import ProviderNotification
 from config.errors import PROBLEM_CONTENT_TYPE
+from demo.sandbox.models import Charge, Fault, Wallet
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product
 from payments.models import LedgerEntry, Payment
 from payments.providers.sandbox import sign
 from payments.services import payment_create
-from sandbox.models import Charge, Fault, Wallet
 from tests.conftest import new_key
 from tests.factories import UserFactory
 from tests.hostile.cases import Case

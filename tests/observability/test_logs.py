@@ -91,7 +91,7 @@ def test_one_pay_is_followed_by_one_request_id_and_leaks_no_secret(
         for line in followed
     )
     ran = {line.get("task") for line in tasks if line.get("request_id") == request_id}
-    assert {"sandbox.tasks.deliver_notification", "orders.tasks.fulfil_order"} <= ran, ran
+    assert {"demo.sandbox.tasks.deliver_notification", "orders.tasks.fulfil_order"} <= ran, ran
     assert all(line.get("key_hash") != key for line in lines)
     # ... and no line carries a secret, a token, a signature or the key
     text = "\n".join(json.dumps(line) for line in lines)
@@ -152,7 +152,7 @@ def test_one_refund_is_followed_by_one_request_id_and_leaks_no_secret(
         for line in followed
     )
     ran = {line.get("task") for line in followed if line.get("task")}
-    assert "sandbox.tasks.deliver_notification" in ran, ran
+    assert "demo.sandbox.tasks.deliver_notification" in ran, ran
     # ... and no line carries a secret, a token, a signature or the key
     text = "\n".join(json.dumps(line) for line in lines)
     for secret in secrets_of(user, attempt.payment, key):

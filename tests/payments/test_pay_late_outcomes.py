@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
+from demo.sandbox.models import Charge
+from demo.sandbox.services.late_success import late_success_settle
 from orders.models import Order
 from payments.earlier import MAX_EARLIER_ASKED, earlier_asks_allowed
 from payments.flows import _settle_earlier_attempts
 from payments.models import LedgerEntry, Payment
 from payments.providers import get_provider
 from reconcile.audit import audit_run
-from sandbox.models import Charge
-from sandbox.services.late_success import late_success_settle
 from tests.reconcile.conftest import gone_provider  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

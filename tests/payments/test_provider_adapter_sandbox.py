@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from demo.sandbox import signing
+from demo.sandbox.delivery import encode_body
+from demo.sandbox.models import Notification
 from payments.providers import (
     ChargeStatus,
     PaymentProvider,
@@ -20,9 +23,6 @@ from payments.providers import (
     RefundStatus,
     get_provider,
 )
-from sandbox import signing
-from sandbox.delivery import encode_body
-from sandbox.models import Notification
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

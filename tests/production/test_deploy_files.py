@@ -151,7 +151,7 @@ def test_the_image_build_context_leaves_out_local_state():
         ".venv/bin/python",
         ".var/pg/postmaster.pid",
         ".var/redis/dump.rdb",
-        "bench/out/report.md",
+        "tools/bench/out/report.md",
         "test-artifacts/trace.zip",
         ".env",
     ):

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import requests
 
-from bench.appserver import free_port
 from tests.processes import ROOT, run_django
 from tests.production.environment import production_env
 from tests.production.test_deploy_files import SECRETS, render
+from tools.bench.appserver import free_port
 
 TOKEN = "scrape-token-for-the-test"
 START_TIMEOUT_S = 60

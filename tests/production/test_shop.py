@@ -31,7 +31,7 @@ def test_the_sandbox_is_not_there_on_a_production_shop():
         from django.contrib import admin
         from django.test import Client
         from config.celery import app
-        from sandbox.models import Wallet
+        from demo.sandbox.models import Wallet
 
         client = Client(HTTP_AUTHORIZATION="Bearer {DEVELOPMENT_PROVIDER_API_KEY}")
         statuses = [client.get(path, secure=True).status_code for path in {SANDBOX_PATHS!r}]

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from demo.sandbox.models import Charge, Wallet
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product, Shipment
 from orders.services import LineRequest, order_create
@@ -28,7 +29,6 @@ from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
 from reconcile.audit import AuditReport, Finding, SummaryRow, audit_run
 from reconcile.checks import books, inventory, records, wallets
-from sandbox.models import Charge, Wallet
 from tests.conftest import new_key
 from tests.factories import UserFactory
 

@@ -12,13 +12,13 @@ from django.core.management import call_command
 from django.db.models import F
 from django.utils import timezone
 
+from demo.sandbox.models import Charge
 from orders.models import Order
 from orders.services import LineRequest, order_create
 from payments.models import Payment
 from payments.services import payment_create
 from reconcile.audit import AuditReport, audit_run
 from reconcile.checks import amounts, books, wallets
-from sandbox.models import Charge
 from tests.conftest import new_key
 from tests.factories import ProductFactory
 from tests.reconcile.conftest import charge_at_provider

@@ -254,7 +254,7 @@ STATEMENTS_PER_BATCH = 16
 
 def _seed(user, count: int) -> None:
     """``count`` unknown attempts with records, every other one charged (in bulk)."""
-    from bench.reconcile_pass import seed_unknown_attempts
+    from tools.bench.reconcile_pass import seed_unknown_attempts
 
     seed_unknown_attempts(user_id=user.pk, count=count, tag=str(count))
 

@@ -21,6 +21,7 @@ from django.db import connection
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from demo.sandbox.models import Refund as ProviderRefund
 from payments.models import LedgerEntry, Payment, Refund
 from payments.orphans import orphan_refund_start
 from reconcile.models import LineOutcome, StatementDiscrepancy, StatementLine
@@ -28,7 +29,6 @@ from reconcile.services import notifications as notification_jobs
 from reconcile.services import refunds as refund_jobs
 from reconcile.services.passes import pass_run_once
 from reconcile.services.statements import statement_reconcile
-from sandbox.models import Refund as ProviderRefund
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import (
     orphaned,

@@ -22,6 +22,10 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from demo.sandbox.delivery import notification_deliver
+from demo.sandbox.models import Notification as ProviderNotice
+from demo.sandbox.models import Refund as ProviderRefund
+from demo.sandbox.services.late_success import refund_late_success_settle
 from payments.providers import get_provider
 from reconcile.models import (
     LineOutcome,
@@ -37,10 +41,6 @@ from reconcile.services.statements import (
     statement_reconcile,
 )
 from reconcile.services.strays import stray_refund_no, stray_refund_restart
-from sandbox.delivery import notification_deliver
-from sandbox.models import Notification as ProviderNotice
-from sandbox.models import Refund as ProviderRefund
-from sandbox.services.late_success import refund_late_success_settle
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, provider_refunds
 

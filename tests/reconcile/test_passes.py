@@ -94,7 +94,7 @@ def test_beat_schedules_every_periodic_job(settings):
         "reconcile.tasks.audit_books",  # feeds the audit-findings gauge and alert
         "reconcile.tasks.reconcile_statement",
         "reconcile.tasks.reconcile_statement_leftovers",
-        "sandbox.tasks.sweep_lost_messages",  # the demo's provider (DEMO_MODE)
+        "demo.sandbox.tasks.sweep_lost_messages",  # the demo's provider (DEMO_MODE)
         "reconcile.tasks.open_cases",  # the desk's cases that time opens
     }
     for entry in schedule.values():

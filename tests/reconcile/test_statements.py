@@ -18,6 +18,8 @@ from django.test import Client
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from demo.sandbox.models import Charge
+from demo.sandbox.models import Refund as SandboxRefund
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
 from payments.services import payment_create, payment_mark_unknown
@@ -35,8 +37,6 @@ from reconcile.services.discrepancies import discrepancy_resolve
 from reconcile.services.statement_jobs import leftovers_run_once
 from reconcile.services.statements import statement_reconcile
 from reconcile.statement_report import OUR_SIDE, PROVIDER_SIDE, statement_report
-from sandbox.models import Charge
-from sandbox.models import Refund as SandboxRefund
 from tests.callbacks.test_api import notify
 from tests.conftest import new_key
 from tests.factories import UserFactory

@@ -1,0 +1,39 @@
+"""Charges and refunds as the sandbox shows them: in answers, stored replays, wallets."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+from demo.sandbox.models import Charge, Refund
+
+
+class ChargeOutputSerializer(serializers.Serializer):
+    trade_no = serializers.CharField()
+    out_trade_no = serializers.CharField()
+    status = serializers.CharField()
+    amount = serializers.IntegerField(allow_null=True)
+    currency = serializers.CharField(allow_null=True)
+    payer = serializers.CharField(allow_null=True)
+    paid_at = serializers.DateTimeField(allow_null=True)
+    decline_reason = serializers.CharField(allow_null=True)
+
+
+class RefundOutputSerializer(serializers.Serializer):
+    refund_id = serializers.CharField()
+    out_refund_no = serializers.CharField()
+    out_trade_no = serializers.CharField()
+    status = serializers.CharField()
+    amount = serializers.IntegerField()
+    currency = serializers.CharField(allow_null=True)
+    refunded_at = serializers.DateTimeField(allow_null=True)
+    decline_reason = serializers.CharField(allow_null=True)
+
+
+def charge_json(charge: Charge) -> dict[str, Any]:
+    """The JSON-ready dict of a charge (what the idempotency record stores)."""
+    return dict(ChargeOutputSerializer(charge).data)
+
+
+def refund_json(refund: Refund) -> dict[str, Any]:
+    """The JSON-ready dict of a refund (what the idempotency record stores)."""
+    return dict(RefundOutputSerializer(refund).data)

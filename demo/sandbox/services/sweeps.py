@@ -1,0 +1,65 @@
+"""The sandbox's safety net for messages its broker lost (DESIGN.md 7, "Redis down").
+
+A settled charge or refund enqueues its notifications, and a charge or refund
+declined under ``late_success`` enqueues its late success, once the transaction
+commits (``on_commit``, robust). A broker that is down at that instant loses the
+message while the rows stay as committed: a notification PENDING and never
+tried, a ``late_success_at`` that passes with nothing to act on it. This sweep,
+run by beat, finds those a grace period late and sees them done, so an outage
+of the broker delays the provider's side of the story but does not rewrite it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
+
+from demo.sandbox.models import Charge, Notification, Refund
+from demo.sandbox.services.late_success import late_success_settle, refund_late_success_settle
+from demo.sandbox.services.notifications import notification_enqueue
+
+# Far longer than a live broker takes to hand a message to a worker (milliseconds),
+# so a notification or late success still on its way is never sent twice for
+# nothing; a duplicate would be harmless anyway (the merchant dedupes on notify_id,
+# and settling a late success claims its row first).
+SWEEP_AFTER_S = 120
+# Bounded per run: beat runs the sweep again a minute later.
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class SweepCounts:
+    notifications_enqueued: int
+    late_charges_settled: int
+    late_refunds_settled: int
+
+
+def sandbox_sweep_run_once(*, after_s: float = SWEEP_AFTER_S) -> SweepCounts:
+    """Enqueue again what was never tried, settle the late successes past due."""
+    cutoff = timezone.now() - timedelta(seconds=after_s)
+    # Never tried, and due (its first delay, for a shuffled copy) before the cutoff.
+    never_tried = Notification.objects.filter(
+        status=Notification.Status.PENDING, attempts=0, created_at__lt=cutoff
+    ).order_by("pk")
+    lost = [
+        row.pk
+        for row in never_tried[:BATCH]
+        if row.created_at + timedelta(seconds=row.first_delay_s) < cutoff
+    ]
+    for notification_id in lost:
+        notification_enqueue(notification_id=notification_id, countdown=0)
+    charges = Charge.objects.filter(
+        status=Charge.Status.DECLINED, late_success_at__lt=cutoff
+    ).values_list("pk", flat=True)
+    settled_charges = [late_success_settle(charge_id=pk) for pk in charges[:BATCH]]
+    refunds = Refund.objects.filter(
+        status=Refund.Status.DECLINED, late_success_at__lt=cutoff
+    ).values_list("pk", flat=True)
+    settled_refunds = [refund_late_success_settle(refund_id=pk) for pk in refunds[:BATCH]]
+    return SweepCounts(
+        notifications_enqueued=len(lost),
+        late_charges_settled=sum(1 for charge in settled_charges if charge is not None),
+        late_refunds_settled=sum(1 for refund in settled_refunds if refund is not None),
+    )

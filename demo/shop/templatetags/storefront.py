@@ -1,0 +1,90 @@
+"""Template filters of the pages: money in minor units, long keys shortened."""
+
+from django import template
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.utils.html import json_script
+from django.utils.safestring import SafeString
+from django.utils.translation import get_language, gettext
+
+from demo.shop import access
+
+register = template.Library()
+
+# ISO 4217 minor-unit exponents that are not 2; every other currency has cents.
+_EXPONENTS = {"JPY": 0, "KRW": 0, "VND": 0, "CLP": 0, "ISK": 0, "BHD": 3, "KWD": 3, "JOD": 3}
+# How a Chinese reader expects an amount: the symbol first (as CLDR writes them;
+# ¥ alone is the yuan), thousands grouped. English keeps the form the pages always
+# had, the amount then its ISO code ("19.99 CNY"), which no reader misreads. A
+# currency without a symbol here keeps its code in both languages.
+_CHINESE_SYMBOLS = {"CNY": "¥", "USD": "US$", "EUR": "€", "GBP": "£", "JPY": "JP¥", "HKD": "HK$"}
+
+
+@register.filter
+def money(amount: int | None, currency: str) -> str:
+    """1999, "CNY" -> "19.99 CNY" (English), "¥19.99" (Chinese). Never a float."""
+    if amount is None:
+        return "—"
+    exponent = _EXPONENTS.get(currency, 2)
+    major, minor = divmod(abs(amount), 10**exponent)
+    sign = "-" if amount < 0 else ""
+    symbol = _CHINESE_SYMBOLS.get(currency) if get_language() == "zh-hans" else None
+    grouped = f"{major:,}" if symbol else str(major)
+    number = grouped if exponent == 0 else f"{grouped}.{minor:0{exponent}d}"
+    return f"{sign}{symbol}{number}" if symbol else f"{sign}{number} {currency}"
+
+
+@register.filter
+def short(key: str | None, length: int = 10) -> str:
+    """A long key's first characters, enough to tell two apart on a screen."""
+    if not key:
+        return ""
+    return key if len(key) <= length + 2 else f"{key[:length]}…"
+
+
+@register.filter
+def may_see_books(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return access.may_see_books(user)
+
+
+@register.filter
+def may_use_chaos(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """For the navigation: the chaos link shows only to those the panel lets in."""
+    return access.may_use_chaos(user)
+
+
+@register.simple_tag
+def script_messages() -> SafeString:
+    """The scripts' sentences in the page's language, as a JSON island they read.
+
+    One catalogue for the pages and their scripts: the texts are marked here with
+    gettext, and pay.js / live.js fill in their ``%(name)s`` placeholders.
+    """
+    messages = {
+        "live_updated": gettext("Live: updated %(time)s."),
+        "live_paused": gettext("Live updates paused (%(error)s); retrying."),
+        "click": gettext("Click %(click)s"),
+        "click_retry": gettext("%(label)s (retry %(retry)s, same key)"),
+        "sent": gettext("%(title)s: sent…"),
+        "waiting": gettext(
+            "%(title)s: sent; waiting for the provider (up to %(timeout)s s; the shop holds "
+            "the key meanwhile)… %(seconds)s s"
+        ),
+        "label": gettext("%(label)s: "),
+        "answered": gettext("%(title)s (answered %(ordinal)s)"),
+        # The order answers came back in: "1st", "2nd", "3rd", then "%(n)sth".
+        "ordinals": [gettext("1st"), gettext("2nd"), gettext("3rd")],
+        "nth": gettext("%(n)sth"),
+        "replayed": gettext("replayed"),
+        "fresh": gettext("fresh"),
+        "not_stored": gettext("not stored · nothing was kept for this key"),
+        "not_json_retry": gettext("An unexpected answer (not JSON). Retrying with the same key."),
+        "not_json_final": gettext(
+            "An unexpected answer (not JSON). Reload the page; nothing is charged twice."
+        ),
+        "retry_in": gettext("Retrying with the same key in %(seconds)s s."),
+        "stopped": gettext("Stopped retrying. The reconciler settles it; reload to see."),
+        "no_answer": gettext(
+            "%(title)s: no answer (network). Retrying with the same key in %(seconds)s s."
+        ),
+    }
+    return json_script(messages, "script-messages")

@@ -1,0 +1,164 @@
+"""late_success: declined now, SUCCESS later (the task driven directly; the worker's
+end-to-end run is in test_worker.py)."""
+
+import pytest
+from django.conf import settings
+
+from demo.sandbox.models import Charge, Notification, Wallet
+from demo.sandbox.services import (
+    DECLINE_INSUFFICIENT_FUNDS,
+    DECLINE_PENDING,
+    late_success,
+    late_success_settle,
+)
+from demo.sandbox.tasks import settle_late_success
+from tests.demo.sandbox.conftest import CHARGES, charge_body
+
+pytestmark = pytest.mark.django_db
+
+START = settings.SANDBOX_WALLET_START
+
+
+def balance(payer: str = "alice") -> int:
+    return Wallet.objects.get(payer=payer).balance
+
+
+@pytest.fixture
+def declined_late(charge, arm, enqueued, django_capture_on_commit_callbacks):
+    """A charge answered DECLINED under late_success (delay 5 s): (body, key, answer)."""
+    arm("late_success", delay_s=5)
+    body = charge_body(amount=1999)
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = charge(body, key="late-key").json()
+    return body, "late-key", answer
+
+
+def test_the_charge_is_answered_declined_now_and_nothing_is_debited(declined_late, enqueued):
+    body, _, answer = declined_late
+
+    assert answer["status"] == "DECLINED"
+    assert answer["decline_reason"] == DECLINE_PENDING
+    assert balance() == START
+    row = Charge.objects.get(out_trade_no=body["out_trade_no"])
+    assert row.late_success_at is not None
+    # One late success enqueued, to run after the fault's delay.
+    [(charge_id, countdown)] = enqueued.late_successes
+    assert charge_id == row.pk
+    assert 4 <= countdown <= 5
+    # The decline is notified like any decline.
+    assert Notification.objects.get(charge=row).payload["trade_status"] == "DECLINED"
+
+
+def test_later_the_charge_succeeds_debits_and_notifies_success(
+    declined_late, merchant, django_capture_on_commit_callbacks, enqueued
+):
+    body, _, _ = declined_late
+    row = Charge.objects.get(out_trade_no=body["out_trade_no"])
+
+    with django_capture_on_commit_callbacks(execute=True):
+        settled = late_success_settle(charge_id=row.pk)
+
+    assert settled is not None
+    assert settled.status == "SUCCESS"
+    assert settled.late_success_at is None
+    assert balance() == START - 1999
+    assert Wallet.objects.get(payer="alice").charged_total == 1999
+    truth = merchant.get(f"{CHARGES}/{body['out_trade_no']}").json()
+    assert (truth["status"], truth["decline_reason"]) == ("SUCCESS", None)
+    assert truth["paid_at"] is not None
+    success = Notification.objects.filter(charge=row, payload__trade_status="SUCCESS").get()
+    assert success.payload["paid_at"] == truth["paid_at"]
+    assert (success.pk, 0.0) in enqueued.calls
+
+
+def test_the_key_still_replays_declined_and_a_new_key_sees_success(declined_late, charge, merchant):
+    body, key, answer = declined_late
+    late_success_settle(charge_id=Charge.objects.get(out_trade_no=body["out_trade_no"]).pk)
+
+    replay = charge(body, key=key)
+    dedupe = charge(body)
+
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.json() == answer  # the first answer, for ever
+    assert dedupe.json()["status"] == "SUCCESS"  # the truth now
+
+
+def test_running_the_task_twice_debits_once(declined_late):
+    body, _, _ = declined_late
+    charge_id = Charge.objects.get(out_trade_no=body["out_trade_no"]).pk
+
+    first = settle_late_success.apply(args=(charge_id,)).get()
+    second = settle_late_success.apply(args=(charge_id,)).get()
+
+    assert (first, second) == ("SUCCESS", "already settled")
+    assert balance() == START - 1999
+    assert Notification.objects.filter(payload__trade_status="SUCCESS").count() == 1
+
+
+def test_it_succeeds_even_after_the_merchant_closed_the_attempt(declined_late, merchant):
+    body, _, _ = declined_late
+    closed = merchant.post(f"{CHARGES}/{body['out_trade_no']}/close")
+    assert closed.json()["status"] == "DECLINED"  # closing a decline changes nothing
+
+    late_success_settle(charge_id=Charge.objects.get(out_trade_no=body["out_trade_no"]).pk)
+
+    assert merchant.get(f"{CHARGES}/{body['out_trade_no']}").json()["status"] == "SUCCESS"
+    assert balance() == START - 1999
+
+
+def test_without_the_balance_it_stays_declined_for_good(declined_late, charge):
+    body, _, _ = declined_late
+    charge(charge_body(amount=START - 1000))  # spends all but 1000
+    row = Charge.objects.get(out_trade_no=body["out_trade_no"])
+
+    settled = late_success_settle(charge_id=row.pk)
+
+    assert settled is not None
+    assert (settled.status, settled.decline_reason) == ("DECLINED", DECLINE_INSUFFICIENT_FUNDS)
+    assert settled.late_success_at is None
+    assert balance() == 1000
+    assert not Notification.objects.filter(charge=row, payload__trade_status="SUCCESS").exists()
+    assert late_success_settle(charge_id=row.pk) is None
+
+
+def test_an_ordinary_decline_is_never_flipped(charge, arm):
+    arm("decline")
+    declined = charge(charge_body()).json()
+    row = Charge.objects.get(out_trade_no=declined["out_trade_no"])
+
+    assert late_success_settle(charge_id=row.pk) is None
+    row.refresh_from_db()
+    assert row.status == "DECLINED"
+    assert balance() == START
+
+
+def test_late_success_arms_for_charges_and_is_consumed_by_one(charge, arm):
+    arm("late_success", delay_s=1)
+
+    first = charge(charge_body()).json()
+    second = charge(charge_body()).json()
+
+    assert (first["status"], second["status"]) == ("DECLINED", "SUCCESS")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_enqueue_after_commit_still_answers_the_committed_decline(
+    charge, arm, monkeypatch
+):
+    # Given a broker that refuses the late success at commit time
+    def refuse(**_: object) -> None:
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(late_success, "late_success_enqueue", refuse)
+    arm("late_success", delay_s=1)
+    body = charge_body()
+
+    # When the charge commits, then its answer is the committed decline, not a 500
+    response = charge(body)
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "DECLINED"
+    # and the charge simply stays DECLINED, its pending late success visible
+    row = Charge.objects.get(out_trade_no=body["out_trade_no"])
+    assert (row.status, row.decline_reason) == ("DECLINED", DECLINE_PENDING)
+    assert row.late_success_at is not None
