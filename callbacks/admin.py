@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from callbacks.models import ProviderNotification
-from config.admin import ReadOnlyAdmin
+from edge.admin import ReadOnlyAdmin
 
 
 @admin.register(ProviderNotification)

@@ -20,11 +20,11 @@ from rest_framework.views import APIView
 
 from callbacks.errors import CallbackMalformed, SignatureInvalid
 from callbacks.services import callback_ingest, callback_store_unapplied
-from config.bounds import BIGINT_MAX
-from config.errors import PROBLEM_CONTENT_TYPE
-from config.fields import StrictCharField
-from config.openapi import ProblemSerializer
-from config.throttling import CallbackRateThrottle
+from edge.bounds import BIGINT_MAX
+from edge.errors import PROBLEM_CONTENT_TYPE
+from edge.fields import StrictCharField
+from edge.openapi import ProblemSerializer
+from edge.throttling import CallbackRateThrottle
 from observability import context
 from payments.providers import (
     ChargeStatus,

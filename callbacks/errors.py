@@ -2,7 +2,7 @@
 
 from django.utils.translation import gettext_noop
 
-from config.errors import ApplicationError
+from edge.errors import ApplicationError
 
 
 class SignatureInvalid(ApplicationError):

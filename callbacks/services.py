@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from callbacks.errors import CallbackMalformed, CallbackMismatch, CallbackUnknownPayment
 from callbacks.models import ProviderNotification
-from config.bounds import columns_problems
-from config.errors import ApplicationError
+from edge.bounds import columns_problems
+from edge.errors import ApplicationError
 from payments.models import Payment, Refund
 from payments.providers import ChargeResult, Notification, RefundNotification, RefundResult
 from payments.refunds import refund_settle

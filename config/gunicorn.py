@@ -7,7 +7,7 @@ live gauges when it exits. Without the variable both hooks do nothing.
 
 gunicorn's own lines (booting, worker timeouts) use the app's format: LOG_FORMAT.
 
-Its limits on a request's head are above the shop's own (config/http_limits.py),
+Its limits on a request's head are above the shop's own (edge/http_limits.py),
 so a URL or a header field that is too long is answered by the shop, as
 problem+json, not by gunicorn's HTML page.
 """
@@ -15,7 +15,7 @@ problem+json, not by gunicorn's HTML page.
 import os
 from typing import Any
 
-from config.http_limits import (
+from edge.http_limits import (
     GUNICORN_LIMIT_REQUEST_FIELD_SIZE,
     GUNICORN_LIMIT_REQUEST_FIELDS,
     GUNICORN_LIMIT_REQUEST_LINE,

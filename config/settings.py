@@ -91,7 +91,7 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEMO_MODE)
 # How many reverse proxies in front of the app append to X-Forwarded-For and set
 # X-Forwarded-Proto. 0, the default: the client is REMOTE_ADDR and both headers are
 # ignored, since any client can send them. With N > 0 the client is the N-th address
-# from the right of X-Forwarded-For (config/clients.py), and the proxy's
+# from the right of X-Forwarded-For (edge/clients.py), and the proxy's
 # X-Forwarded-Proto tells whether the request came over HTTPS.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUSTED_PROXY_COUNT else None
@@ -125,13 +125,13 @@ MIDDLEWARE = [
     # also answers /healthz, /readyz and /metrics before anything else runs.
     "observability.middleware.RequestObservabilityMiddleware",
     # Then a request head or body past the shop's limits: 414, 431, 413, 411.
-    "config.middleware.RequestHeadLimitMiddleware",
-    "config.middleware.BodySizeLimitMiddleware",
+    "edge.middleware.RequestHeadLimitMiddleware",
+    "edge.middleware.BodySizeLimitMiddleware",
     # Django's own empty 405 (the pages' require_POST) leaves as problem+json.
-    "config.middleware.MethodNotAllowedMiddleware",
+    "edge.middleware.MethodNotAllowedMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # A Content-Security-Policy on every page (config/csp.py).
-    "config.csp.ContentSecurityPolicyMiddleware",
+    # A Content-Security-Policy on every page (edge/csp.py).
+    "edge.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -148,15 +148,15 @@ WSGI_APPLICATION = "config.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        # The admin's read-only pages (config/admin.py).
-        "DIRS": [BASE_DIR / "config" / "templates"],
+        # The admin's read-only pages (edge/admin.py).
+        "DIRS": [BASE_DIR / "edge" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "config.csp.csp_nonce",
+                "edge.csp.csp_nonce",
             ],
         },
     },
@@ -308,7 +308,7 @@ if DEMO_MODE:
 LOGIN_URL = "storefront:login"
 LOGIN_REDIRECT_URL = "storefront:home"
 # Database sessions that treat a session cookie no row can hold (a NUL) as unknown.
-SESSION_ENGINE = "config.sessions"
+SESSION_ENGINE = "edge.sessions"
 
 # --- Auth, i18n, static -----------------------------------------------------------
 # Django's four: not like the username or e-mail, 8+ characters, not one of the 20,000
@@ -343,20 +343,20 @@ STORAGES = {
 # --- API ------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "config.auth.TokenAuthentication",
+        "edge.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # UTF-8 only, nesting bounded, finite numbers, no lone surrogates (config/strictjson.py).
-    "DEFAULT_PARSER_CLASSES": ["config.strictjson.StrictJSONParser"],
+    # UTF-8 only, nesting bounded, finite numbers, no lone surrogates (edge/strictjson.py).
+    "DEFAULT_PARSER_CLASSES": ["edge.strictjson.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "config.pagination.PageNumberPagination",
-    "DEFAULT_THROTTLE_CLASSES": ["config.throttling.UserRateThrottle"],
+    "DEFAULT_PAGINATION_CLASS": "edge.pagination.PageNumberPagination",
+    "DEFAULT_THROTTLE_CLASSES": ["edge.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env_str("API_THROTTLE_RATE", "6000/min")},
-    "EXCEPTION_HANDLER": "config.errors.exception_handler",
-    # A request body's Content-Type must name a parser's type: never */* (config/strictjson.py).
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.strictjson.StrictContentNegotiation",
-    "DEFAULT_SCHEMA_CLASS": "config.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "edge.handler.exception_handler",
+    # A request body's Content-Type must name a parser's type: never */* (edge/strictjson.py).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "edge.strictjson.StrictContentNegotiation",
+    "DEFAULT_SCHEMA_CLASS": "edge.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 # Throttle counters live in Redis so every gunicorn worker shares them.
@@ -482,7 +482,7 @@ SPECTACULAR_SETTINGS = {
     # The default hook (enum components), then the links between operations.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "config.openapi.add_links",
+        "edge.openapi.add_links",
     ],
 }
 

@@ -5,9 +5,9 @@ from django.urls import URLPattern, URLResolver, include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from config.auth_api import TokenObtainApi
-from config.problems import problem_detail, problem_list
-from config.throttling import login_throttled
+from edge.auth_api import TokenObtainApi
+from edge.problems import problem_detail, problem_list
+from edge.throttling import login_throttled
 
 api_v1: list[URLPattern | URLResolver] = [
     path("auth/token/", TokenObtainApi.as_view(), name="auth-token"),
@@ -26,7 +26,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script from a URL (?script), not
-    # inline, so the page runs under the Content-Security-Policy (config/csp.py).
+    # inline, so the page runs under the Content-Security-Policy (edge/csp.py).
     path(
         "api/docs/",
         SpectacularSwaggerSplitView.as_view(
@@ -56,7 +56,7 @@ if settings.SANDBOX_ENABLED and "demo.sandbox" in settings.DEMO_APPS:
     urlpatterns.insert(2, path("sandbox/", include("demo.sandbox.urls")))
 
 # Errors Django answers itself (no URL matched, a bad Host): problem+json under /api/.
-handler400 = "config.problems.bad_request"
-handler403 = "config.problems.permission_denied"
-handler404 = "config.problems.page_not_found"
-handler500 = "config.problems.server_error"
+handler400 = "edge.problems.bad_request"
+handler403 = "edge.problems.permission_denied"
+handler404 = "edge.problems.page_not_found"
+handler500 = "edge.problems.server_error"

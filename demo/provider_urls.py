@@ -18,7 +18,7 @@ urlpatterns = [
 ]
 
 # Errors Django answers itself (no URL matched, a bad Host): problem+json under /api/.
-handler400 = "config.problems.bad_request"
-handler403 = "config.problems.permission_denied"
-handler404 = "config.problems.page_not_found"
-handler500 = "config.problems.server_error"
+handler400 = "edge.problems.bad_request"
+handler403 = "edge.problems.permission_denied"
+handler404 = "edge.problems.page_not_found"
+handler500 = "edge.problems.server_error"

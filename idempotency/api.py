@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import current_user_id
+from edge.api import current_user_id
 from idempotency.models import IdempotencyKey
 from idempotency.selectors import idempotency_key_get
 

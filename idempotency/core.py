@@ -40,8 +40,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from config.errors import ApplicationError
-from config.ratelimit import Rate, hit
+from edge.errors import ApplicationError
+from edge.ratelimit import Rate, hit
 from idempotency.errors import (
     IdempotencyKeyInUse,
     IdempotencyKeyMismatch,

@@ -26,10 +26,10 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from config.api import current_user_id
-from config.bounds import fits_column
-from config.errors import PROBLEM_CONTENT_TYPE
-from config.openapi import ProblemSerializer
+from edge.api import current_user_id
+from edge.bounds import fits_column
+from edge.errors import PROBLEM_CONTENT_TYPE
+from edge.openapi import ProblemSerializer
 from idempotency.core import KeyRequest, execute
 from idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from idempotency.models import IdempotencyKey

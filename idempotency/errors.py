@@ -5,7 +5,7 @@ from typing import Any
 
 from django.utils.translation import gettext_noop
 
-from config.errors import ApplicationError, TooManyRequests
+from edge.errors import ApplicationError, TooManyRequests
 
 
 class IdempotencyKeyMissing(ApplicationError):

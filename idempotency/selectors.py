@@ -3,7 +3,7 @@
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from config.bounds import fits_column
+from edge.bounds import fits_column
 from idempotency.models import IdempotencyKey
 
 

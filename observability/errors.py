@@ -1,10 +1,10 @@
-"""The operational endpoints' answers as problem+json (see config/errors.py)."""
+"""The operational endpoints' answers as problem+json (see edge/errors.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from config.errors import ApplicationError
+from edge.errors import ApplicationError
 
 
 class NotReady(ApplicationError):

@@ -14,8 +14,8 @@ from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from config.errors import problem_response
-from config.redis import REDIS_DOWN, redis_client
+from edge.errors import problem_response
+from edge.redis import REDIS_DOWN, redis_client
 from observability.errors import NotReady
 
 logger = logging.getLogger(__name__)

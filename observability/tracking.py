@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from config.errors import ApplicationError
+from edge.errors import ApplicationError
 from observability import heartbeats
 from observability.metrics import instruments
 

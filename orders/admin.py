@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from config.admin import ReadOnlyAdmin, ReadOnlyInline
+from edge.admin import ReadOnlyAdmin, ReadOnlyInline
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from orders.services import product_create
 

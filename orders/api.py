@@ -11,10 +11,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import current_user_id, paginated_response
-from config.fields import StrictCharField, StrictIntegerField, StrictRegexField
-from config.openapi import ProblemSerializer
-from config.pagination import PageNumberPagination
+from edge.api import current_user_id, paginated_response
+from edge.fields import StrictCharField, StrictIntegerField, StrictRegexField
+from edge.openapi import ProblemSerializer
+from edge.pagination import PageNumberPagination
 from idempotency.drf import IdempotentApi, idempotent_schema
 from orders.flows import order_create_flow
 from orders.selectors import order_get, order_list, product_list

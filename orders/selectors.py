@@ -4,7 +4,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
-from config.bounds import fits_column
+from edge.bounds import fits_column
 from orders.models import Order, Product
 
 

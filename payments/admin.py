@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from config.admin import ReadOnlyAdmin
+from edge.admin import ReadOnlyAdmin
 from payments.models import LedgerEntry, Payment, Refund
 
 

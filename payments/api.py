@@ -9,9 +9,9 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from config.api import current_user_id
-from config.fields import StrictCharField, StrictIntegerField
-from config.openapi import ProblemSerializer
+from edge.api import current_user_id
+from edge.fields import StrictCharField, StrictIntegerField
+from edge.openapi import ProblemSerializer
 from idempotency.drf import IdempotentApi, idempotent_schema
 from orders.api import EmptyInputSerializer
 from orders.serializers import OrderOutputSerializer

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.utils.translation import gettext_noop
 
-from config.errors import ApplicationError
+from edge.errors import ApplicationError
 
 
 class OrderNotPayable(ApplicationError):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from config.redis import REDIS_DOWN, redis_client
+from edge.redis import REDIS_DOWN, redis_client
 from observability.metrics.instruments import observe_redis_unavailable
 
 logger = logging.getLogger(__name__)

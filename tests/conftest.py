@@ -18,9 +18,9 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connections
 from rest_framework.test import APIClient
 
-from config import ratelimit
 from config.celery import app as celery_app
 from demo.i18n import compile_catalogues
+from edge import ratelimit
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
 from tests.workers import TEST_QUEUE, Worker, start_worker

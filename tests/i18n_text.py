@@ -25,8 +25,11 @@ from django.template import engines
 from django.templatetags.i18n import BlockTranslateNode, TranslateNode
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATE_DIRS = [ROOT / "storefront" / "templates", ROOT / "config" / "templates" / "problems"]
-PYTHON_DIRS = [ROOT / "storefront", ROOT / "config"]
+TEMPLATE_DIRS = [
+    ROOT / "demo" / "shop" / "templates",
+    ROOT / "edge" / "templates" / "problems",
+]
+PYTHON_DIRS = [ROOT / "demo" / "shop", ROOT / "edge", ROOT / "config"]
 _GETTEXT = {"_", "gettext", "gettext_lazy", "gettext_noop"}
 _PGETTEXT = {"pgettext", "pgettext_lazy"}
 _NGETTEXT = {"ngettext", "ngettext_lazy"}

@@ -26,7 +26,7 @@ from django.conf import settings
 from prometheus_client import REGISTRY
 
 from config.celery import app as celery_app
-from config.redis import redis_client
+from edge.redis import redis_client
 
 START_TIMEOUT_S = 10.0
 # Where the tests' own servers listen: a range clear of the services a machine runs
@@ -35,7 +35,7 @@ START_TIMEOUT_S = 10.0
 _FIRST, _, _LAST = os.environ.get("ONCESHOP_TEST_REDIS_PORTS", "18300-18399").partition("-")
 PORTS = range(int(_FIRST), int(_LAST) + 1)
 # How long close_under_reader waits for the request to reach the frozen server:
-# well inside the client's own timeout (config.redis.REDIS_TIMEOUT_S).
+# well inside the client's own timeout (edge.redis.REDIS_TIMEOUT_S).
 REQUEST_ARRIVES_WITHIN_S = 0.3
 
 T = TypeVar("T")

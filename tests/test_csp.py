@@ -1,4 +1,4 @@
-"""Every page is served with a strict Content-Security-Policy (config/csp.py), and no
+"""Every page is served with a strict Content-Security-Policy (edge/csp.py), and no
 page needs more: no inline script, style or event handler runs without the
 response's nonce. The browser's side of it is tests/demo/shop/test_browser.py."""
 
@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern
 
-from config.csp import HEADER
 from demo.shop import urls as page_urls
+from edge.csp import HEADER
 from orders.models import Order
 from tests.demo.shop.test_form_nul import route
 

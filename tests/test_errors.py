@@ -6,7 +6,8 @@ import pytest
 from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
-from config.errors import ConcurrentUpdate, LockTimeout, as_application_error
+from edge.errors import ConcurrentUpdate, LockTimeout
+from edge.handler import as_application_error
 from idempotency.models import IdempotencyKey
 from orders.models import Order
 from tests.conftest import new_key

@@ -11,8 +11,8 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from config.strictjson import MAX_JSON_DEPTH
 from demo.sandbox.models import Charge, Wallet
+from edge.strictjson import MAX_JSON_DEPTH
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product
 from tests.conftest import new_key

@@ -1,7 +1,7 @@
 """Every error the shop can shape is problem+json, including the ones Django and
 gunicorn would answer with an HTML page: a path no URL matches under /api/, a 405
 from a Django view, a body whose Content-Type names no concrete type, a request
-line or header field past the limits (config/http_limits.py)."""
+line or header field past the limits (edge/http_limits.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from config.errors import PROBLEM_CONTENT_TYPE
-from config.http_limits import (
+from edge.errors import PROBLEM_CONTENT_TYPE
+from edge.http_limits import (
     GUNICORN_LIMIT_REQUEST_FIELD_SIZE,
     GUNICORN_LIMIT_REQUEST_FIELDS,
     GUNICORN_LIMIT_REQUEST_LINE,

@@ -8,8 +8,8 @@ from django.contrib.staticfiles import finders
 from django.templatetags.static import static
 from django.test import Client
 
-from config.errors import ApplicationError
-from config.problems import _subclasses, problem_types
+from edge.errors import ApplicationError
+from edge.problems import _subclasses, problem_types
 from payments.errors import OrderNotPayable
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from config.errors import PROBLEM_CONTENT_TYPE
+from edge.errors import PROBLEM_CONTENT_TYPE
 from idempotency.drf import HEADER_PATTERN
 
 

@@ -28,8 +28,8 @@ import schemathesis
 from django.contrib.auth.models import User
 from hypothesis import HealthCheck, settings
 
-from config.errors import PROBLEM_CONTENT_TYPE
 from config.wsgi import application
+from edge.errors import PROBLEM_CONTENT_TYPE
 from orders.models import Order
 from payments.models import Payment
 from tests.factories import ProductFactory, UserFactory

@@ -4,8 +4,8 @@ from django.conf import settings
 from django.contrib import admin
 from django.db.models import Model
 
-from config.admin import ReadOnlyAdmin
 from demo.sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
+from edge.admin import ReadOnlyAdmin
 
 
 class ProviderAdmin(ReadOnlyAdmin):

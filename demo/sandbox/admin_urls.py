@@ -6,8 +6,8 @@ never imports the sandbox). Its login posts are throttled like every login.
 
 from django.urls import path
 
-from config.throttling import login_throttled
 from demo.sandbox.admin import provider_site
+from edge.throttling import login_throttled
 
 # The namespace the admin's templates reverse ("admin:index"), as AdminSite.urls has it.
 app_name = "admin"

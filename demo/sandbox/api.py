@@ -21,8 +21,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.auth import TokenAuthentication
-from config.fields import StrictIntegerField
 from demo.sandbox.auth import IsMerchant, MerchantKeyAuthentication
 from demo.sandbox.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from demo.sandbox.models import Fault
@@ -49,6 +47,8 @@ from demo.sandbox.services import (
     refund_create,
 )
 from demo.sandbox.statements import statement_csv, statement_day
+from edge.auth import TokenAuthentication
+from edge.fields import StrictIntegerField
 from observability import context
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"

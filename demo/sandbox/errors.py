@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils.translation import gettext_noop
 
-from config.errors import ApplicationError
+from edge.errors import ApplicationError
 
 
 class MerchantUnauthorized(ApplicationError):

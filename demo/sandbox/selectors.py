@@ -5,9 +5,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from config.bounds import fits_column
 from demo.sandbox.errors import ChargeNotFound, RefundNotFound, WalletNotFound
 from demo.sandbox.models import Charge, Fault, Refund, Wallet
+from edge.bounds import fits_column
 
 
 def charge_get(*, out_trade_no: str) -> Charge:

@@ -17,8 +17,8 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_noop
 
-from config.errors import ApplicationError, ConcurrentUpdate, InternalError, LockTimeout
 from demo.shop.errors import CheckoutTokenInvalid, CheckoutUnavailable
+from edge.errors import ApplicationError, ConcurrentUpdate, InternalError, LockTimeout
 from idempotency.core import Outcome
 from idempotency.drf import REPLAYED_HEADER
 from idempotency.errors import (

@@ -6,7 +6,7 @@ marked (gettext_noop) so the pages can show them translated (demo/shop/answers.p
 
 from django.utils.translation import gettext_noop
 
-from config.errors import ApplicationError, ServiceUnavailable
+from edge.errors import ApplicationError, ServiceUnavailable
 
 
 class CheckoutTokenInvalid(ApplicationError):

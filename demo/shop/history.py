@@ -18,9 +18,9 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
-from config.redis import REDIS_DOWN, redis_client
 from demo.shop.answers import Answer, status_phrase
 from demo.shop.selectors import Event
+from edge.redis import REDIS_DOWN, redis_client
 from observability.metrics.instruments import observe_redis_unavailable
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext
 
-from config.errors import ApplicationError, InternalError, ValidationFailed
+from edge.errors import ApplicationError, InternalError, ValidationFailed
 from idempotency.errors import (
     IdempotencyKeyInUse,
     IdempotencyKeyInvalid,

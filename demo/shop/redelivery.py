@@ -26,8 +26,8 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from kombu.exceptions import OperationalError
 
-from config.redis import REDIS_DOWN, redis_client
 from demo.shop.errors import ChaosUnavailable, RedeliveryUnavailable
+from edge.redis import REDIS_DOWN, redis_client
 from observability.metrics.instruments import observe_redis_unavailable
 
 # Long enough to click "kill" while it runs, short enough to watch it finish.

@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from django.conf import settings
 from django.urls import reverse
 
-from config.errors import as_application_error
-from config.redis import REDIS_DOWN, redis_client
 from demo.shop.answers import Answer
 from demo.shop.errors import CheckoutTokenInvalid, CheckoutUnavailable
+from edge.handler import as_application_error
+from edge.redis import REDIS_DOWN, redis_client
 from idempotency.core import KeyRequest, execute
 from idempotency.drf import parse_idempotency_key
 from idempotency.models import IdempotencyKey

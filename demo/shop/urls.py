@@ -3,8 +3,8 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from config.throttling import login_throttled
 from demo.shop.views import auth, books, chaos, docs, orders, shop, story
+from edge.throttling import login_throttled
 
 app_name = "storefront"
 

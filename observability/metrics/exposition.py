@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from config.errors import problem_response
+from edge.errors import problem_response
 from observability.errors import MetricsUnauthorized
 from observability.metrics import multiproc
 from observability.metrics.gauges import GaugeCollector

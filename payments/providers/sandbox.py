@@ -23,8 +23,8 @@ from urllib.parse import quote
 import requests
 from django.conf import settings
 
-from config.errors import ApplicationError
-from config.strictjson import loads
+from edge.errors import ApplicationError
+from edge.strictjson import loads
 from observability import context
 from payments.providers.base import (
     ChargeResult,

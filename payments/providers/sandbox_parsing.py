@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from config.bounds import BIGINT_MAX, text_problem
+from edge.bounds import BIGINT_MAX, text_problem
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,

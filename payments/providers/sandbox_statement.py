@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 
-from config.bounds import BIGINT_MAX
+from edge.bounds import BIGINT_MAX
 from payments.providers.base import StatementEntry, StatementKind, StatementMalformed
 from payments.providers.sandbox_parsing import _currency, _text, _timestamp
 

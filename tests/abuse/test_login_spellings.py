@@ -22,7 +22,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from config import ratelimit
+from edge import ratelimit
 from tests.abuse.test_logins import new_address, page_login, token_login
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 

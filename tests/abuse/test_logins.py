@@ -13,9 +13,9 @@ from django.core.exceptions import ValidationError
 from django.test import Client, RequestFactory
 from rest_framework.authtoken.models import Token
 
-from config.clients import client_address
-from config.throttling import UserRateThrottle
 from demo.shop.management.commands.seed_demo import DEMO_USERS
+from edge.clients import client_address
+from edge.throttling import UserRateThrottle
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db

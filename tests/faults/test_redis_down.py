@@ -16,10 +16,11 @@ from django.test import Client
 from rest_framework.test import APIRequestFactory
 
 from config.celery import app as celery_app
-from config.errors import PROBLEM_CONTENT_TYPE, InternalError, exception_handler
-from config.redis import REDIS_TIMEOUT_S
 from demo.sandbox.models import Charge, Notification
 from demo.sandbox.services.sweeps import sandbox_sweep_run_once
+from edge.errors import PROBLEM_CONTENT_TYPE, InternalError
+from edge.handler import exception_handler
+from edge.redis import REDIS_TIMEOUT_S
 from orders.models import Order
 from reconcile.services.passes import JOBS, pass_run_once
 from tests.conftest import client_for, new_key

@@ -4,7 +4,7 @@ An order page's answer history degrades (the page renders, the payment stands),
 a heartbeat is skipped after the work it records, the readiness probe says
 ``redis unreachable``, the demo's redelivery panel answers 503 with
 ``Retry-After``. Each is counted in ``onceshop_redis_unavailable_total{use}``.
-"Down" is exactly ``config.redis.REDIS_DOWN``, the socket closed under a reader
+"Down" is exactly ``edge.redis.REDIS_DOWN``, the socket closed under a reader
 included; any other Redis error (a script's, a wrong type) is a bug and raises.
 The Redis is the test's own, really stopped, or frozen with its socket closed.
 """
@@ -17,10 +17,10 @@ import pytest
 import redis
 from django.test import Client
 
-from config.redis import redis_client
 from demo.shop.answers import Answer
 from demo.shop.history import answer_history, answer_record
 from demo.shop.services import checkout_token_consume, checkout_token_issue
+from edge.redis import redis_client
 from observability import heartbeats
 from observability.health import readiness
 from orders.models import Order

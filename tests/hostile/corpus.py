@@ -42,7 +42,7 @@ API: dict[str, Case] = {
     "order-unicode-key": order(
         order_body(), 400, "idempotency-key-invalid", headers={"Idempotency-Key": "ключ-1"}
     ),
-    # Long values below the shop's head limits (config/http_limits.py) reach the layer
+    # Long values below the shop's head limits (edge/http_limits.py) reach the layer
     # that reads them; past the limits, the head is refused first (414, 431).
     "order-8k-key": order(
         order_body(), 400, "idempotency-key-invalid", headers={"Idempotency-Key": "k" * 8_000}

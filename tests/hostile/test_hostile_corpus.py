@@ -19,8 +19,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from callbacks.models import ProviderNotification
-from config.errors import PROBLEM_CONTENT_TYPE
 from demo.sandbox.models import Charge, Fault, Wallet
+from edge.errors import PROBLEM_CONTENT_TYPE
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product
 from payments.models import LedgerEntry, Payment

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from config.throttling import UserRateThrottle
+from edge.throttling import UserRateThrottle
 from idempotency.core import fingerprint
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders import services as order_services

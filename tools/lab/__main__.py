@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
     import django
 
     django.setup()
-    from config.redis import redis_client
+    from edge.redis import redis_client
     from tools.lab.context import Lab, Scale
     from tools.lab.experiments import MODULES, runner
     from tools.lab.report import markdown_table, results_markdown

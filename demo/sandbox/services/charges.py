@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from config.bounds import fits_column
 from demo.sandbox.errors import ChargeAlreadySucceeded, ChargeNotFound, OutTradeNoMismatch
 from demo.sandbox.models import Charge, Fault
 from demo.sandbox.serializers import charge_json
@@ -39,6 +38,7 @@ from demo.sandbox.services.idempotency import (
 from demo.sandbox.services.late_success import late_success_schedule
 from demo.sandbox.services.notifications import charge_notifications_schedule
 from demo.sandbox.services.wallets import wallet_debit, wallet_get_or_create
+from edge.bounds import fits_column
 
 
 @dataclass(frozen=True)

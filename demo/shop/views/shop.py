@@ -8,7 +8,6 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET
 
-from config.errors import problem_response
 from demo.shop.access import may_use_chaos, user_id
 from demo.shop.answers import Answer
 from demo.shop.errors import CheckoutTokenInvalid, CheckoutUnavailable
@@ -16,6 +15,7 @@ from demo.shop.forms import CheckoutForm
 from demo.shop.selectors import catalogue, my_order
 from demo.shop.services import checkout_submit, checkout_token_issue
 from demo.shop.views.orders import _wants_json, order_answer_record, render_order
+from edge.errors import problem_response
 
 
 def _session_key(request: HttpRequest) -> str:

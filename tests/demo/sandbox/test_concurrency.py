@@ -14,9 +14,9 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 
-from config.errors import ApplicationError
 from demo.sandbox.models import Charge, Fault, IdempotencyRecord, Wallet
 from demo.sandbox.services import charge_close, charge_create, fault_set
+from edge.errors import ApplicationError
 from tests.concurrency.helpers import run_at_once
 from tests.demo.sandbox.conftest import NOTIFY_URL, new_ref
 

@@ -82,7 +82,7 @@ def page(browser: Any, sandbox: str, demo_mode: None) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1024, "height": 900})
     context.set_default_timeout(WAIT_MS)
     tab = context.new_page()
-    # Every test's pages, checked as they run: nothing the policy refuses (config/csp.py),
+    # Every test's pages, checked as they run: nothing the policy refuses (edge/csp.py),
     # no script that throws.
     refused: list[str] = []
     tab.on("console", lambda m: refused.append(m.text) if refused_by_policy(m) else None)

@@ -32,7 +32,7 @@ NUL = "a\x00b"
 # Values for the URL conf's path parameters, by name (a new one fails below).
 PATH_VALUES = {"number": "{number}", "run_id": "run1", "case_id": "{case}"}
 FIELD_TAGS = {"input", "select", "textarea", "button"}
-PAY_SCRIPT = Path(settings.BASE_DIR) / "storefront" / "static" / "storefront" / "pay.js"
+PAY_SCRIPT = Path(settings.BASE_DIR) / "demo" / "shop" / "static" / "storefront" / "pay.js"
 
 
 class FormsFound(HTMLParser):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-from config.redis import redis_client
 from demo.shop.services import checkout_submit, checkout_token_issue
+from edge.redis import redis_client
 from orders.services import LineRequest, order_create
 from tools.lab.context import Lab, at_once
 from tools.lab.report import Finding

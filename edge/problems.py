@@ -3,7 +3,7 @@
 RFC 9457 makes ``type`` a URI a reader can open. The pages are generated from
 the code that answers with them, so they cannot drift: every ``ApplicationError``
 subclass (declared next to the domain that raises it), plus the framework
-errors ``config.errors`` maps to a code. One page per code.
+errors ``edge.errors`` maps to a code. One page per code.
 """
 
 from __future__ import annotations
@@ -19,13 +19,8 @@ from django.views import defaults
 from django.views.decorators.http import require_GET
 from rest_framework.exceptions import ParseError
 
-from config.errors import (
-    _DRF_CODES,
-    ApplicationError,
-    InternalError,
-    as_application_error,
-    problem_response,
-)
+from edge.errors import ApplicationError, InternalError, problem_response
+from edge.handler import _DRF_CODES, as_application_error
 
 # Where the answers are for programs: an error there is problem+json even when
 # Django answers it (a path no URL matches, a bad Host), not an HTML page.

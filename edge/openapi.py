@@ -19,7 +19,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import permissions, serializers
 from rest_framework.authentication import SessionAuthentication
 
-from config.errors import PROBLEM_CONTENT_TYPE
+from edge.errors import PROBLEM_CONTENT_TYPE
 
 
 class ProblemSerializer(serializers.Serializer):
@@ -62,7 +62,7 @@ class AutoSchema(openapi.AutoSchema):
 
     def _framework_errors(self) -> dict[int, str]:
         view, errors = self.view, {}
-        # A request head past the shop's limits (config/http_limits.py), on any operation.
+        # A request head past the shop's limits (edge/http_limits.py), on any operation.
         errors[414] = "`uri-too-long`: the path and query are longer than the shop reads"
         errors[431] = "`header-fields-too-large`: a header field too long, or too many"
         if self.method in _BODY_METHODS:

@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.pagination import PageNumberPagination
+from edge.pagination import PageNumberPagination
 
 
 def current_user_id(request: Request) -> int:

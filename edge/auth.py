@@ -2,7 +2,7 @@
 
 DRF's own class, with one change: a presented token that no row can hold (a
 NUL, a lone surrogate, longer than the column) is refused as unknown instead of
-reaching SQL, which would fail on it. (The token endpoint is in config/auth_api.py:
+reaching SQL, which would fail on it. (The token endpoint is in edge/auth_api.py:
 this module is loaded with the settings, before DRF's views can be imported.)
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
-from config.bounds import fits_column
+from edge.bounds import fits_column
 
 
 class TokenAuthentication(authentication.TokenAuthentication):

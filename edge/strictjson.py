@@ -33,7 +33,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
-from config.errors import ApplicationError
+from edge.errors import ApplicationError
 
 # Deepest nesting of arrays and objects a body may have. Our deepest legitimate body
 # (an order: object > lines array > line object) is 3; 32 leaves room for any

@@ -8,19 +8,19 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from rest_framework.exceptions import MethodNotAllowed
 
-from config.errors import (
+from edge.errors import (
     HeaderFieldsTooLarge,
     LengthRequired,
     PayloadTooLarge,
     UriTooLong,
-    as_application_error,
     problem_response,
 )
-from config.http_limits import MAX_HEADER_FIELD_CHARS, MAX_HEADER_FIELDS, MAX_REQUEST_TARGET_CHARS
+from edge.handler import as_application_error
+from edge.http_limits import MAX_HEADER_FIELD_CHARS, MAX_HEADER_FIELDS, MAX_REQUEST_TARGET_CHARS
 
 
 class RequestHeadLimitMiddleware:
-    """Refuse a request head past the shop's limits (config/http_limits.py): 414, 431.
+    """Refuse a request head past the shop's limits (edge/http_limits.py): 414, 431.
 
     gunicorn's own limits are set above these (config/gunicorn.py), so the client
     gets the shop's problem+json, with a code, instead of gunicorn's HTML page.

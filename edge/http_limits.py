@@ -1,6 +1,6 @@
 """What the head of one request may carry: the shop's limits, and gunicorn's above them.
 
-The shop answers a request head that is too large itself (config/middleware.py:
+The shop answers a request head that is too large itself (edge/middleware.py:
 414 ``uri-too-long``, 431 ``header-fields-too-large``, as problem+json), so its
 limits sit below gunicorn's (config/gunicorn.py). gunicorn then refuses, with its
 own HTML page, only what is past both: bytes no client of the shop sends.

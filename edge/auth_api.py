@@ -1,6 +1,6 @@
 """POST /api/v1/auth/token/: DRF's token endpoint, throttled and reading JSON strictly.
 
-DRF spells out this view's parsers, so the default (config.strictjson) does not
+DRF spells out this view's parsers, so the default (edge.strictjson) does not
 apply to it: a deeply nested JSON body would reach the stock decoder. Login
 attempts are throttled per address and per username before the password check.
 """
@@ -16,9 +16,9 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from config.fields import StrictCharField
-from config.strictjson import StrictJSONParser
-from config.throttling import login_attempt_check
+from edge.fields import StrictCharField
+from edge.strictjson import StrictJSONParser
+from edge.throttling import login_attempt_check
 
 
 class TokenInputSerializer(AuthTokenSerializer):
@@ -36,7 +36,7 @@ class TokenObtainApi(ObtainAuthToken):
     # The body's username and password are the credentials: a token or a session sent
     # along is irrelevant here (and a stale one must not turn a login into a 401).
     authentication_classes = ()
-    # Documented beside the framework's answers (config.openapi.AutoSchema).
+    # Documented beside the framework's answers (edge.openapi.AutoSchema).
     framework_problems = {
         429: (
             "`login-throttled`: too many attempts from this address or for this username; "

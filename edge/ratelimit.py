@@ -21,7 +21,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from config.redis import REDIS_DOWN, redis_client
+from edge.redis import REDIS_DOWN, redis_client
 from observability.metrics.instruments import observe_redis_unavailable
 
 logger = logging.getLogger(__name__)

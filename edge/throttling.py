@@ -1,7 +1,7 @@
-"""The project's rate limits, on the O(1) counters of config/ratelimit.py.
+"""The project's rate limits, on the O(1) counters of edge/ratelimit.py.
 
 * ``UserRateThrottle`` (every API endpoint): per user, or per client address for
-  an anonymous caller (config/clients.py: never a client-supplied X-Forwarded-For).
+  an anonymous caller (edge/clients.py: never a client-supplied X-Forwarded-For).
 * ``CallbackRateThrottle``: the provider's notifications, per source address.
 * ``login_attempt_check``: the login page, the admin login and the token endpoint,
   per client address and per username, before any password is checked.
@@ -20,9 +20,9 @@ from django.utils.translation import gettext_noop
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from config.clients import client_address
-from config.errors import TooManyRequests, problem_response
-from config.ratelimit import Rate, hashed, hit
+from edge.clients import client_address
+from edge.errors import TooManyRequests, problem_response
+from edge.ratelimit import Rate, hashed, hit
 
 
 class UserRateThrottle(SimpleRateThrottle):

@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.sessions.backends import db
 from django.contrib.sessions.models import Session
 
-from config.bounds import fits_column
+from edge.bounds import fits_column
 
 
 class SessionStore(db.SessionStore):
