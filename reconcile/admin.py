@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from reconcile.desk.actions import ACTIONS, case_act
 from reconcile.desk.models import Case, CaseActionKind, CaseState
 from reconcile.models import StatementDiscrepancy, StatementImport, StatementLine, StrayCapture
-from reconcile.services.discrepancies import discrepancy_resolve
+from reconcile.statements.discrepancies import discrepancy_resolve
 
 
 class _ReadOnly(admin.ModelAdmin):

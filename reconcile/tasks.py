@@ -10,8 +10,8 @@ from typing import Any
 
 from celery import shared_task
 
-from reconcile.audit import audit_run
-from reconcile.services.passes import (
+from reconcile.audit.run import audit_run
+from reconcile.passes import (
     COMPLETE_REQUESTS,
     EXPIRE_ORDERS,
     FULFIL_ORDERS,

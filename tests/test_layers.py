@@ -86,7 +86,7 @@ def test_the_reader_sees_every_kind_of_import():
         "from callbacks import models\n"
         "from . import local\n"
         "def later():\n"
-        "    from reconcile.audit import audit_run\n"
+        "    from reconcile.audit.run import audit_run\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
         "    from demo.shop.books import x\n"

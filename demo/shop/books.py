@@ -3,7 +3,7 @@
 Reads only. The four tables are the article's: orders, ledger, inventory and
 idempotency records; "agree" means the same numbers as the audit's invariants
 (DESIGN.md section 9), shown side by side so a person can see them agree. The
-verdict itself is the audit's (``reconcile.audit``), not a second audit.
+verdict itself is the audit's (``reconcile.audit.run``), not a second audit.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from observability.metrics.gauges import GaugeValue, gauge_values
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from payments.providers import KeepsWallets, get_provider
-from reconcile.audit import audit_run
+from reconcile.audit.run import audit_run
 from reconcile.desk.actions import ACTIONS
 from reconcile.desk.selectors import cases_open
 

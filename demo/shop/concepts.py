@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_noop as _
 
-from reconcile.audit import CHECKS
+from reconcile.audit.run import CHECKS
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ CONCEPTS = (
     Concept(_("One shipment per order"), ("orders.services.shipment_create",)),
     Concept(
         _("Reconciliation: ask the provider, never guess; fence with `close`"),
-        ("reconcile.services.payments.payment_reconcile", "reconcile.services.payments.run_once"),
+        ("reconcile.recovery.payments.payment_reconcile", "reconcile.recovery.payments.run_once"),
         (),
         "docs/reconciliation.md",
     ),
@@ -126,13 +126,13 @@ CONCEPTS = (
     ),
     Concept(
         _("Finishing abandoned requests (the completer)"),
-        ("reconcile.services.completion.record_complete",),
+        ("reconcile.recovery.completion.record_complete",),
         (),
         "docs/reconciliation.md",
     ),
     Concept(
         _("The audit and its checks"),
-        ("reconcile.audit.audit_run", "reconcile.audit.CHECKS"),
+        ("reconcile.audit.run.audit_run", "reconcile.audit.run.CHECKS"),
         (),
         "docs/audit.md",
     ),

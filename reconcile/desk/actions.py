@@ -178,7 +178,7 @@ def _refund(
     who: str,
     provider: PaymentProvider | None,
 ) -> ActionResult:
-    from reconcile.services.strays import stray_capture_take
+    from reconcile.recovery.strays import stray_capture_take
 
     notification = ProviderNotification.objects.get(pk=case.subject_id)
     try:
@@ -226,9 +226,9 @@ def _accept(
     who: str,
     provider: PaymentProvider | None,
 ) -> ActionResult:
-    from reconcile.services.payments import SETTLED, payment_reconcile
-    from reconcile.services.refunds import SETTLED as REFUND_SETTLED
-    from reconcile.services.refunds import refund_reconcile
+    from reconcile.recovery.payments import SETTLED, payment_reconcile
+    from reconcile.recovery.refunds import SETTLED as REFUND_SETTLED
+    from reconcile.recovery.refunds import refund_reconcile
 
     provider = provider or get_provider()
     # The reconciler's own path: ask the provider, settle from its answer (conditional,

@@ -59,8 +59,8 @@ from payments.models import (
 from reconcile.desk.models import Case, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import case_close_by_machine, case_open
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
+from reconcile.recovery.claims import reconcile_backoff_s
 from reconcile.selectors import payments_orphaned_without_refund
-from reconcile.services.claims import reconcile_backoff_s
 
 logger = logging.getLogger(__name__)
 

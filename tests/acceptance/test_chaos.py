@@ -20,8 +20,8 @@ from django.db.models import Sum
 
 from orders.models import Order, OrderLine, Product, Shipment
 from payments.models import LedgerEntry, Payment
-from reconcile.audit import audit_run
-from reconcile.services.passes import pass_run_once
+from reconcile.audit.run import audit_run
+from reconcile.passes import pass_run_once
 from tests.conftest import client_for, new_key
 from tests.factories import ProductFactory, UserFactory
 

@@ -21,7 +21,7 @@ from django.db.models import F
 
 from orders.models import Order, Product
 from orders.services import LineRequest, order_create
-from reconcile.services import expiry
+from reconcile.recovery import expiry
 from tests.concurrency.helpers import backend_pid, wait_until_waiting_on_a_lock
 from tests.conftest import new_key
 from tests.factories import ProductFactory

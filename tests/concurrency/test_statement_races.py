@@ -21,8 +21,8 @@ from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
 from reconcile import tasks
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
-from reconcile.services import statement_jobs
-from reconcile.services.statements import statement_reconcile
+from reconcile.statements import jobs as statement_jobs
+from reconcile.statements.importing import statement_reconcile
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
 from tests.processes import run_django
@@ -148,7 +148,7 @@ def test_a_process_killed_half_way_then_a_retry_imports_once(busy_day, settings,
         from datetime import date
         from django.db import connection
         from payments.providers import get_provider
-        from reconcile.services.statements import statement_reconcile
+        from reconcile.statements.importing import statement_reconcile
 
         seen = 0
 

@@ -19,7 +19,7 @@ import pytest
 from config.celery import app as celery_app
 from demo.sandbox.models import Notification
 from orders.models import Order, Shipment
-from reconcile.services import fulfilment
+from reconcile.recovery import fulfilment
 from tests.assertions import assert_paid_once
 from tests.conftest import new_key
 

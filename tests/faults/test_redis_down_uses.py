@@ -24,7 +24,7 @@ from edge.redis import redis_client
 from observability import heartbeats
 from observability.health import readiness
 from orders.models import Order
-from reconcile.audit import audit_run
+from reconcile.audit.run import audit_run
 from tests.factories import UserFactory
 from tests.redis_servers import close_under_reader, unavailable
 

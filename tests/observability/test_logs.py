@@ -14,7 +14,7 @@ from callbacks.models import ProviderNotification
 from orders.models import Shipment
 from payments.models import Payment, Refund
 from payments.services import provider_idempotency_key
-from reconcile.services.passes import pass_run_once
+from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -11,7 +11,7 @@ from django.utils import timezone
 from payments.models import Payment, Refund
 from payments.providers import get_provider
 from payments.providers.base import ProviderOutcomeUnknown
-from reconcile.services.passes import pass_run_once
+from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 from tests.idempotency.test_behaviour_matrix import plant_locked_record
 from tests.observability.conftest import METRICS_TOKEN, value

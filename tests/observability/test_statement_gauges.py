@@ -7,8 +7,8 @@ import pytest
 
 from payments.models import LedgerEntry
 from reconcile.models import StatementDiscrepancy, StrayCapture
-from reconcile.services.discrepancies import discrepancy_resolve
-from reconcile.services.statements import statement_reconcile
+from reconcile.statements.discrepancies import discrepancy_resolve
+from reconcile.statements.importing import statement_reconcile
 from tests.factories import UserFactory
 from tests.observability.conftest import value
 from tests.reconcile.statement_helpers import stray_charge, today

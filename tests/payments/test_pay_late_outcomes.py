@@ -21,7 +21,7 @@ from payments.earlier import MAX_EARLIER_ASKED, earlier_asks_allowed
 from payments.flows import _settle_earlier_attempts
 from payments.models import LedgerEntry, Payment
 from payments.providers import get_provider
-from reconcile.audit import audit_run
+from reconcile.audit.run import audit_run
 from tests.reconcile.conftest import gone_provider  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

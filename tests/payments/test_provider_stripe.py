@@ -35,7 +35,7 @@ from payments.providers.stripe import StripeProvider
 from payments.providers.stripe_parsing import to_stripe_amount
 from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
-from reconcile.audit import audit_run
+from reconcile.audit.run import audit_run
 from tests.conftest import client_for, new_key
 from tests.factories import pay_record_plant
 from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, emulator, intents_of

@@ -13,9 +13,9 @@ from callbacks.models import ProviderNotification
 from payments.models import Payment
 from payments.providers import get_provider
 from payments.services import provider_idempotency_key
-from reconcile.audit import audit_run
-from reconcile.checks import statements as statement_checks
-from reconcile.findings import Finding
+from reconcile.audit.checks import statements as statement_checks
+from reconcile.audit.findings import Finding
+from reconcile.audit.run import audit_run
 
 STATEMENT_INVARIANTS = {
     statement_checks.DISCREPANCY_RESOLVED,

@@ -27,8 +27,8 @@ from orders.models import Order, Product, Shipment
 from orders.services import LineRequest, order_create
 from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
-from reconcile.audit import AuditReport, Finding, SummaryRow, audit_run
-from reconcile.checks import books, inventory, records, wallets
+from reconcile.audit.checks import books, inventory, records, wallets
+from reconcile.audit.run import AuditReport, Finding, SummaryRow, audit_run
 from tests.conftest import new_key
 from tests.factories import UserFactory
 

@@ -17,8 +17,8 @@ from orders.models import Order
 from orders.services import LineRequest, order_create
 from payments.models import Payment
 from payments.services import payment_create
-from reconcile.audit import AuditReport, audit_run
-from reconcile.checks import amounts, books, wallets
+from reconcile.audit.checks import amounts, books, wallets
+from reconcile.audit.run import AuditReport, audit_run
 from tests.conftest import new_key
 from tests.factories import ProductFactory
 from tests.reconcile.conftest import charge_at_provider

@@ -15,9 +15,9 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
-from reconcile.audit import audit_run
-from reconcile.checks import refunds
-from reconcile.services.passes import pass_run_once
+from reconcile.audit.checks import refunds
+from reconcile.audit.run import audit_run
+from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 
 pytestmark = pytest.mark.django_db(transaction=True)

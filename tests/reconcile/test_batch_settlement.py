@@ -43,10 +43,10 @@ from payments.services import (
     payment_settle,
     provider_idempotency_key,
 )
-from reconcile.audit import audit_run
-from reconcile.services import fulfilment
-from reconcile.services import payments as reconcile_payments
-from reconcile.services import refunds as reconcile_refunds
+from reconcile.audit.run import audit_run
+from reconcile.recovery import fulfilment
+from reconcile.recovery import payments as reconcile_payments
+from reconcile.recovery import refunds as reconcile_refunds
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
 from tests.factories import ProductFactory, pay_record_plant

@@ -14,8 +14,8 @@ from payments.flows import PayPoint
 from payments.models import Payment
 from payments.providers import get_provider
 from payments.services import payment_settle
-from reconcile.services import completion
-from reconcile.services.completion import Completion, record_complete
+from reconcile.recovery import completion
+from reconcile.recovery.completion import Completion, record_complete
 from tests.assertions import assert_paid_once
 from tests.conftest import new_key
 

@@ -22,9 +22,9 @@ from django.utils import timezone
 from demo.sandbox.models import Refund as ProviderRefund
 from payments.models import LedgerEntry, Payment, Refund
 from payments.orphans import orphan_refund_start
-from reconcile.audit import audit_run
-from reconcile.services import refunds as refund_jobs
-from reconcile.services.passes import pass_run_once
+from reconcile.audit.run import audit_run
+from reconcile.passes import pass_run_once
+from reconcile.recovery import refunds as refund_jobs
 from tests.reconcile.test_orphaned_captures import (
     declined_late,
     ledger_net,

@@ -14,9 +14,9 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from reconcile.models import StrayCapture
-from reconcile.services.statement_jobs import leftovers_run_once
-from reconcile.services.statements import statement_reconcile
-from reconcile.services.strays import stray_refund_no
+from reconcile.recovery.strays import stray_refund_no
+from reconcile.statements.importing import statement_reconcile
+from reconcile.statements.jobs import leftovers_run_once
 from tests.reconcile.statement_helpers import stray_charge, today
 from tests.reconcile.test_declined_auto_refunds import (
     assert_audit_clean,

@@ -25,18 +25,18 @@ from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from payments.models import LedgerEntry, Payment, Refund
-from reconcile.audit import audit_run
-from reconcile.checks import books as book_checks
+from reconcile.audit.checks import books as book_checks
+from reconcile.audit.run import audit_run
 from reconcile.desk.actions import CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import cases_run_once, notification_case_open
 from reconcile.models import LineOutcome, StatementLine, StrayCapture
-from reconcile.services import fulfilment
-from reconcile.services import notifications as notification_jobs
-from reconcile.services import payments as payment_jobs
-from reconcile.services import refunds as refund_jobs
-from reconcile.services.statement_jobs import leftovers_run_once
-from reconcile.services.statements import statement_download, statement_import_row
+from reconcile.recovery import fulfilment
+from reconcile.recovery import notifications as notification_jobs
+from reconcile.recovery import payments as payment_jobs
+from reconcile.recovery import refunds as refund_jobs
+from reconcile.statements.importing import statement_download, statement_import_row
+from reconcile.statements.jobs import leftovers_run_once
 from tests.callbacks.test_api import notify
 from tests.factories import UserFactory
 from tests.reconcile.statement_helpers import stray_charge, today

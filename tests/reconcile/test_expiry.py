@@ -12,7 +12,7 @@ from orders.errors import OrderNotCancellable
 from orders.models import InventoryMovement, Order, Product
 from orders.services import LineRequest, order_cancel, order_create
 from payments.services import order_cancel_blocker, payment_create
-from reconcile.services import expiry
+from reconcile.recovery import expiry
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
 

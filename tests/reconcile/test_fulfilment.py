@@ -6,7 +6,7 @@ import pytest
 
 from orders.models import Shipment
 from orders.tasks import fulfil_order
-from reconcile.services import fulfilment
+from reconcile.recovery import fulfilment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from orders.models import Order, Shipment
 from reconcile.desk.models import Case, ItemFailure
-from reconcile.services import expiry, fulfilment
+from reconcile.recovery import expiry, fulfilment
 from tests.reconcile.test_expiry import make_order, releases
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -25,10 +25,10 @@ from demo.sandbox.models import Refund as ProviderRefund
 from payments.models import LedgerEntry, Payment, Refund
 from payments.orphans import orphan_refund_start
 from reconcile.models import LineOutcome, StatementDiscrepancy, StatementLine
-from reconcile.services import notifications as notification_jobs
-from reconcile.services import refunds as refund_jobs
-from reconcile.services.passes import pass_run_once
-from reconcile.services.statements import statement_reconcile
+from reconcile.passes import pass_run_once
+from reconcile.recovery import notifications as notification_jobs
+from reconcile.recovery import refunds as refund_jobs
+from reconcile.statements.importing import statement_reconcile
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import (
     orphaned,

@@ -34,13 +34,13 @@ from reconcile.models import (
     StatementLine,
     StrayCapture,
 )
-from reconcile.services.statement_jobs import leftovers_run_once
-from reconcile.services.statements import (
+from reconcile.recovery.strays import stray_refund_no, stray_refund_restart
+from reconcile.statements.importing import (
     statement_download,
     statement_match,
     statement_reconcile,
 )
-from reconcile.services.strays import stray_refund_no, stray_refund_restart
+from reconcile.statements.jobs import leftovers_run_once
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, provider_refunds
 

@@ -21,14 +21,14 @@ from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
 from payments.providers import get_provider
 from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
-from reconcile.audit import audit_run
-from reconcile.services import expiry
-from reconcile.services.passes import (
+from reconcile.audit.run import audit_run
+from reconcile.passes import (
     RECONCILE_NOTIFICATIONS,
     RECONCILE_REFUNDS,
     job_run,
     pass_run_once,
 )
+from reconcile.recovery import expiry
 from tests.assertions import assert_paid_once
 from tests.callbacks.test_api import body_for, notify
 from tests.conftest import new_key

@@ -14,7 +14,7 @@ from orders.models import Order, Shipment
 from payments.models import Payment
 from reconcile import tasks
 from reconcile.locks import single_runner
-from reconcile.services.passes import JOBS, RECONCILE_PAYMENTS
+from reconcile.passes import JOBS, RECONCILE_PAYMENTS
 from tests.conftest import new_key
 
 

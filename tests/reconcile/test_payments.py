@@ -26,8 +26,8 @@ from payments.flows import PayPoint
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment
 from payments.providers import get_provider
 from payments.services import provider_idempotency_key
-from reconcile.services import payments as reconcile_payments
-from reconcile.services.claims import backoff_delay_s, drain
+from reconcile.recovery import payments as reconcile_payments
+from reconcile.recovery.claims import backoff_delay_s, drain
 from tests.assertions import assert_paid_once
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key

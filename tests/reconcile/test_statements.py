@@ -23,7 +23,7 @@ from demo.sandbox.models import Refund as SandboxRefund
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
 from payments.services import payment_create, payment_mark_unknown
-from reconcile.checks import statements as statement_checks
+from reconcile.audit.checks import statements as statement_checks
 from reconcile.models import (
     DiscrepancyKind,
     LineOutcome,
@@ -32,11 +32,11 @@ from reconcile.models import (
     StatementLine,
     StrayCapture,
 )
-from reconcile.services import refunds as refund_reconciler
-from reconcile.services.discrepancies import discrepancy_resolve
-from reconcile.services.statement_jobs import leftovers_run_once
-from reconcile.services.statements import statement_reconcile
-from reconcile.statement_report import OUR_SIDE, PROVIDER_SIDE, statement_report
+from reconcile.recovery import refunds as refund_reconciler
+from reconcile.statements.discrepancies import discrepancy_resolve
+from reconcile.statements.importing import statement_reconcile
+from reconcile.statements.jobs import leftovers_run_once
+from reconcile.statements.report import OUR_SIDE, PROVIDER_SIDE, statement_report
 from tests.callbacks.test_api import notify
 from tests.conftest import new_key
 from tests.factories import UserFactory

@@ -240,7 +240,7 @@ def timed_pass(
     """One pass over the seeded attempts, timed, its statements and CPU counted."""
     import dataclasses
 
-    from reconcile.services import payments
+    from reconcile.recovery import payments
 
     with statements_counted() as sent:
         cpu = time.process_time(), tree_cpu_seconds(server.pid)
@@ -271,7 +271,7 @@ def run_sized(ctx: BenchContext, *, attempts: int, limit_s: float) -> SuiteResul
     from django.conf import settings
 
     from payments.models import Payment
-    from reconcile.services import payments
+    from reconcile.recovery import payments
 
     concurrency = settings.RECONCILE_CONCURRENCY
     provider_cpus, own_cpus = split_cpus()

@@ -23,7 +23,7 @@ from orders.models import Order, Shipment
 from payments.models import LedgerEntry, Payment, PaymentStatus
 from payments.providers import ChargeStatus, ProviderOutcomeUnknown
 from payments.providers.sandbox import SandboxProvider
-from reconcile.audit import audit_run
+from reconcile.audit.run import audit_run
 
 POLL_S = 0.2
 

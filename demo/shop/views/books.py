@@ -13,7 +13,7 @@ from demo.shop.books import books_snapshot
 from demo.shop.forms import CaseActForm
 from reconcile.desk.actions import CaseActionRefused, case_act
 from reconcile.desk.models import Case
-from reconcile.statement_report import statement_books
+from reconcile.statements.report import statement_books
 
 # The sections the page's script replaces on each refresh: element id -> template.
 LIVE_SECTIONS = {

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reconcile.services.passes import pass_run_once
+from reconcile.passes import pass_run_once
 
 
 def _figure(value: object) -> str:

@@ -62,8 +62,8 @@ from payments.providers import (
 )
 from payments.services import Settlement, payment_settle
 from reconcile.desk.isolation import PAYMENTS, ItemGuard
-from reconcile.services.claims import drain, retry_later
-from reconcile.services.completion import complete_pay_requests
+from reconcile.recovery.claims import drain, retry_later
+from reconcile.recovery.completion import complete_pay_requests
 
 logger = logging.getLogger(__name__)
 

@@ -33,14 +33,14 @@ from reconcile.desk.isolation import (
 from reconcile.desk.selectors import notifications_held
 from reconcile.desk.services import notification_case_open
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
-from reconcile.services.statements import StatementCounts, statement_match, statement_reconcile
-from reconcile.services.strays import (
+from reconcile.recovery.strays import (
     stray_capture_take,
     stray_notifications_resolve,
     stray_refund,
     stray_refund_restart,
     strays_unrefunded,
 )
+from reconcile.statements.importing import StatementCounts, statement_match, statement_reconcile
 
 # Unmatched notifications asked about per pass: each is one provider call, and a
 # flood of forged-looking ones (signed, so from the provider) must not stall a pass.

@@ -12,8 +12,8 @@ from datetime import timedelta
 from django.conf import settings
 
 from payments.models import RefundAttemptStatus
-from reconcile.checks import AuditContext, Checked
-from reconcile.findings import Finding
+from reconcile.audit.checks import AuditContext, Checked
+from reconcile.audit.findings import Finding
 from reconcile.models import (
     LineOutcome,
     StatementDiscrepancy,

@@ -43,8 +43,8 @@ from payments.providers import (
     RefundResult,
     RefundStatus,
 )
-from reconcile.checks import AuditContext, Checked
-from reconcile.findings import Finding
+from reconcile.audit.checks import AuditContext, Checked
+from reconcile.audit.findings import Finding
 from reconcile.models import StrayCapture
 
 CHARGE_HAS_PAID_ORDER = "provider-charge-belongs-to-one-paid-order"
@@ -120,7 +120,7 @@ def _payer(ctx: AuditContext, provider: KeepsWallets, *, payer: str) -> list[Fin
         payer=payer, charges=settled, refunds=[r for r in refunds if r.out_refund_no not in young]
     )
     # A capture of a reference we hold no attempt for, found and refunded in full
-    # (reconcile/services/strays.py): booked by its refund, not by an order.
+    # (reconcile/recovery/strays.py): booked by its refund, not by an order.
     stray_refunded = set(
         StrayCapture.objects.filter(
             trade_no__in=[charge.trade_no for charge in settled],

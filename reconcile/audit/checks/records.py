@@ -18,8 +18,8 @@ from django.urls import reverse
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders.models import Order
 from payments.models import Payment, Refund
-from reconcile.checks import AuditContext, Checked
-from reconcile.findings import Finding
+from reconcile.audit.checks import AuditContext, Checked
+from reconcile.audit.findings import Finding
 
 RECORD_POINTS_AT_OBJECT = "record-points-at-the-object-it-made"
 KEY_MADE_ONE_ORDER = "key-made-one-order"

@@ -17,7 +17,7 @@ from django.db.models import Expression, F, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from payments.providers import PaymentProvider
-from reconcile.findings import Finding
+from reconcile.audit.findings import Finding
 
 
 @dataclass(frozen=True)

@@ -31,15 +31,15 @@ from idempotency.services import idempotency_key_reap
 from observability.tracking import reconcile_job
 from reconcile.desk.services import cases_run_once
 from reconcile.locks import single_runner
-from reconcile.services import (
+from reconcile.recovery import (
     completion,
     expiry,
     fulfilment,
     notifications,
     payments,
     refunds,
-    statement_jobs,
 )
+from reconcile.statements import jobs as statement_jobs
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from django.db.models import BigIntegerField, ExpressionWrapper, F, OuterRef
 
 from orders.models import Order, OrderLine
-from reconcile.checks import AuditContext, Checked, sum_of
-from reconcile.findings import Finding
+from reconcile.audit.checks import AuditContext, Checked, sum_of
+from reconcile.audit.findings import Finding
 
 ORDER_AMOUNT_MATCHES_LINES = "order-amount-equals-sum-of-lines"
 

@@ -49,9 +49,9 @@ from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_prov
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
 from reconcile.desk.isolation import ORPHAN_REFUNDS, REFUNDS, ItemGuard
+from reconcile.recovery.claims import drain, reconcile_backoff_s, retry_later
+from reconcile.recovery.completion import complete_requests_for
 from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
-from reconcile.services.claims import drain, reconcile_backoff_s, retry_later
-from reconcile.services.completion import complete_requests_for
 
 logger = logging.getLogger(__name__)
 

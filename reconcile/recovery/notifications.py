@@ -34,9 +34,9 @@ from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_prov
 from payments.refunds import refund_settle
 from payments.services import Settlement
 from reconcile.desk.isolation import NOTIFICATIONS, ItemGuard
+from reconcile.recovery.completion import complete_requests_for
+from reconcile.recovery.payments import SETTLED, payment_apply_truth
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE, notifications_unresolved
-from reconcile.services.completion import complete_requests_for
-from reconcile.services.payments import SETTLED, payment_apply_truth
 
 logger = logging.getLogger(__name__)
 

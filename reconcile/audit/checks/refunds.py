@@ -18,8 +18,8 @@ from django.db.models.functions import Coalesce
 from callbacks.models import UNRESOLVED_OUTCOMES, ProviderNotification
 from orders.models import Order
 from payments.models import UNSETTLED_REFUND_STATUSES, LedgerEntry, Payment, PaymentStatus, Refund
-from reconcile.checks import AuditContext, Checked
-from reconcile.findings import Finding
+from reconcile.audit.checks import AuditContext, Checked
+from reconcile.audit.findings import Finding
 
 REFUNDS_WITHIN_CAPTURE = "order-refunds-within-its-capture"
 REFUNDED_ORDER_REFUNDED_IN_FULL = "refunded-order-refunded-in-full"

@@ -17,7 +17,7 @@ for it (the open-cases alert speaks for it, by age).
 It only reads, and may run at any time: unsettled payments and unfinished
 records count as problems only once they are older than the reconciler and
 the lock timeout allow, so a quiescent shop audits clean while requests are
-in flight. The checks live in ``reconcile/checks/``; the provider's side is
+in flight. The checks live in ``reconcile/audit/checks/``; the provider's side is
 read through its API, as any third party's would be.
 """
 
@@ -30,7 +30,7 @@ from django.utils.translation import gettext_noop as _
 
 from observability import heartbeats
 from payments.providers import PaymentProvider, get_provider
-from reconcile.checks import (
+from reconcile.audit.checks import (
     AuditContext,
     Checked,
     amounts,
@@ -41,8 +41,8 @@ from reconcile.checks import (
     statements,
     wallets,
 )
+from reconcile.audit.findings import AuditReport, Finding, SummaryRow
 from reconcile.desk.selectors import subjects_held
-from reconcile.findings import AuditReport, Finding, SummaryRow
 
 __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
 

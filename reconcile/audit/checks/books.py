@@ -13,8 +13,8 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 
 from orders.models import Order, Shipment
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
-from reconcile.checks import AuditContext, Checked
-from reconcile.findings import Finding
+from reconcile.audit.checks import AuditContext, Checked
+from reconcile.audit.findings import Finding
 
 PAID_ORDER_ONE_PAYMENT = "paid-order-has-one-succeeded-payment"
 PAID_ORDER_ONE_CAPTURE = "paid-order-has-one-capture-of-its-amount"

@@ -46,7 +46,7 @@ from payments.providers import (
     RefundStatus,
 )
 from reconcile.models import SANDBOX, StrayCapture
-from reconcile.services.claims import reconcile_backoff_s
+from reconcile.recovery.claims import reconcile_backoff_s
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,171 @@
+"""The daily statement (对账单): import a provider's day exactly once, match it, report.
+
+    statement_reconcile(day)
+      1. the import row: INSERT ... ON CONFLICT DO NOTHING on (provider, day) —
+         however many beat instances or reruns fire, one row, decided by the
+         unique constraint, not by a lock;
+      2. download: the statement is read as it streams and its lines inserted in
+         batches, ON CONFLICT (provider, kind, provider_id) DO NOTHING, all in one
+         transaction — a rerun adds only the lines it had not seen (today's
+         statement still grows), a malformed line or a broken download keeps
+         nothing of that download, and a process killed half-way leaves nothing
+         half-imported (PostgreSQL rolls the transaction back);
+      3. matching, batch by batch (``matching.py``, driven by ``settling.py``),
+         each batch committed on its own: a crash stops it between batches, and
+         the next run takes up the lines still pending, nothing else;
+      4. what has no ledger entry is settled by asking the provider, never by
+         guessing: a capture of an attempt of ours goes through
+         ``payment_apply_truth`` (roll forward, or book and refund the orphaned
+         capture), a refund through ``refund_settle``, a capture of a reference
+         we hold no attempt for is refunded (``strays.py``);
+      5. ledger entries booked that day before the download began, which no
+         statement lists, become ``not-on-statement`` discrepancies; one that a
+         later statement lists is resolved by it.
+
+Two importers running side by side are harmless: every insert skips what exists,
+every update is conditional on the state it expects, and the provider-facing
+writes are the idempotent services the reconciler uses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import date
+
+from django.db import connection, transaction
+from django.db.models import F, Func
+from django.utils import timezone
+
+from payments.providers import (
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    StatementEntry,
+    StatementMalformed,
+    get_provider,
+)
+from reconcile.models import (
+    SANDBOX,
+    LineOutcome,
+    StatementImport,
+    StatementLine,
+)
+from reconcile.statements.settling import BATCH_SIZE, StatementCounts, statement_match
+
+logger = logging.getLogger(__name__)
+
+
+class StatementFailed(Exception):
+    """The day's statement could not be imported (unreadable, or the provider is away).
+
+    Nothing of that download was kept; the reason is on the import row too.
+    """
+
+
+def statement_reconcile(
+    *, day: date, provider: PaymentProvider | None = None, batch_size: int = BATCH_SIZE
+) -> StatementCounts:
+    """Import ``day``'s statement (once per provider and day) and match it. See the module."""
+    provider = provider or get_provider()
+    statement = statement_import_row(day=day)
+    downloaded, new_lines = statement_download(statement=statement, provider=provider)
+    counts = statement_match(statement=statement, provider=provider, batch_size=batch_size)
+    return replace(counts, downloaded=downloaded, new_lines=new_lines)
+
+
+def statement_import_row(*, day: date, provider: str = SANDBOX) -> StatementImport:
+    """The one import row of (provider, day): inserted by whoever comes first."""
+    StatementImport.objects.bulk_create(
+        [StatementImport(provider=provider, day=day)], ignore_conflicts=True
+    )
+    return StatementImport.objects.get(provider=provider, day=day)
+
+
+def statement_download(*, statement: StatementImport, provider: PaymentProvider) -> tuple[int, int]:
+    """Read the whole statement into lines, in one transaction: (lines read, lines new).
+
+    Raises StatementFailed, having kept nothing of this download.
+    """
+    # Everything the provider settled before this instant is in what we are about to
+    # read: its statement is read after it, and a settlement is committed before the
+    # provider answers the charge (or refund) that our ledger entry books.
+    started = timezone.now()
+    try:
+        with transaction.atomic():
+            read, added = _insert_lines(statement, provider.statement(day=statement.day))
+            held = StatementLine.objects.filter(statement=statement).count()
+            StatementImport.objects.filter(pk=statement.pk).update(
+                # GREATEST ignores NULL: the first download sets it, a slower older one
+                # finishing last never moves it back.
+                covered_until=Func(F("covered_until"), started, function="GREATEST"),
+                downloads=F("downloads") + 1,
+                lines=held,
+                error="",
+            )
+    except (StatementMalformed, ProviderOutcomeUnknown) as error:
+        reason = f"{type(error).__name__}: {error}"
+        StatementImport.objects.filter(pk=statement.pk).update(error=reason[:2000])
+        logger.error("statement %s %s not imported: %s", statement.provider, statement.day, reason)
+        raise StatementFailed(reason) from error
+    return read, added
+
+
+# The statement's lines are first copied into a temporary table (COPY: the fastest
+# way into PostgreSQL), then inserted with one INSERT ... SELECT ... ON CONFLICT DO
+# NOTHING: its row count is exactly the lines this run added, even beside another
+# importer. The table lives only as long as the download's transaction.
+_STAGING = """
+    CREATE TEMPORARY TABLE statement_staging (
+        line_no integer, kind text, provider_id text, reference text, amount bigint,
+        currency text, status text, settled_at timestamptz
+    ) ON COMMIT DROP
+"""
+_FROM_STAGING = """
+    INSERT INTO reconcile_statementline
+        (statement_id, provider, line_no, kind, provider_id, reference, amount, currency,
+         status, settled_at, outcome, note)
+    SELECT %(statement)s, %(provider)s, line_no, kind, provider_id, reference, amount,
+           currency, status, settled_at, %(pending)s, ''
+    FROM statement_staging ORDER BY line_no
+    ON CONFLICT (provider, kind, provider_id) DO NOTHING
+"""
+_COPY = (
+    "COPY statement_staging "
+    "(line_no, kind, provider_id, reference, amount, currency, status, settled_at) FROM STDIN"
+)
+
+
+def _insert_lines(statement: StatementImport, entries: Iterable[StatementEntry]) -> tuple[int, int]:
+    """Stage the lines as they are parsed, then insert the new ones: (read, added).
+
+    One COPY for the whole statement: the driver sends the rows to the server in
+    buffers as they come, so nothing waits for the whole file, here either.
+    """
+    read = 0
+    with connection.cursor() as cursor:
+        cursor.execute(_STAGING)
+        with cursor.cursor.copy(_COPY) as copy:
+            for entry in entries:
+                read += 1
+                copy.write_row(
+                    (
+                        entry.line,
+                        entry.kind.value,
+                        entry.provider_id,
+                        entry.reference,
+                        entry.amount,
+                        entry.currency,
+                        entry.status,
+                        entry.settled_at,
+                    )
+                )
+        cursor.execute(
+            _FROM_STAGING,
+            {
+                "statement": statement.pk,
+                "provider": statement.provider,
+                "pending": LineOutcome.PENDING.value,
+            },
+        )
+        return read, cursor.rowcount
