@@ -10,7 +10,7 @@ from django.test import Client
 
 from demo.shop.concepts import CONCEPTS, audit_checks, concepts_markdown
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _constraint_names() -> set[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # Exactly what `make demo` runs (Makefile: $(WITH_SERVICES) $(PY) -m demo.runner).
 DEMO = [".venv/bin/python", "-m", "demo.embedded", "--", ".venv/bin/python", "-m", "demo.runner"]
 # From a clean var dir: initdb, migrate, collectstatic, seed, then three servers.

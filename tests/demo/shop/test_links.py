@@ -26,7 +26,7 @@ from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # Fetched, never crawled: big generated areas with their own tests.
 LEAVES = ("/admin/", "/api/", "/problems/")
 DEMO_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):8000(/[^\s)`'\"<>]*)?")
