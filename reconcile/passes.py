@@ -16,7 +16,7 @@ A job is one ``run_once()``; a pass is all of them in a sensible order:
 8. open the desk's cases that are due (after everything the machine could settle),
    and close those the machine settled meanwhile.
 
-Beat runs each job as its own task at its own pace (config/settings.py);
+Beat runs each job as its own task at its own pace (config/settings/background.py);
 ``manage.py reconcile --once`` runs the whole pass.
 """
 

@@ -1,78 +1,45 @@
 """OnceShop settings: everything a deployment changes comes from the environment.
 
-The README's configuration table lists every variable read here.
+The README's configuration table lists every variable read here and in the
+parts beside this module: ``profile`` (demo or production, the environment's
+readers), ``background`` (Redis, Celery, the reconciler's timings and beat's
+schedule) and ``api`` (DRF, its cache and the abuse limits).
 """
 
 from __future__ import annotations
 
 import os
-from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
 
 import dj_database_url
-from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from config.production import (
     DEVELOPMENT_PROVIDER_API_KEY,
     DEVELOPMENT_SECRET_KEY,
     DEVELOPMENT_WEBHOOK_SECRET,
-    refuse_unsafe_start,
+)
+
+# The profile first (it refuses an unsafe production start before anything else is
+# read), then the parts kept in modules of their own. Every upper-case name of
+# theirs is a setting, as if written here.
+from config.settings.profile import *  # noqa: F403  # isort: skip
+from config.settings.background import *  # noqa: F403  # isort: skip
+from config.settings.api import *  # noqa: F403  # isort: skip
+from config.settings.profile import (
+    DEMO_MODE,
+    SANDBOX_ONLY,
+    dev_default,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
 )
 from observability.logs import DEFAULT_LOG_FORMAT, logging_config
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    return int(raw) if raw else default
-
-
-def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, "")
-    return float(raw) if raw else default
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "")
-    return raw.strip().lower() in {"1", "true", "yes", "on"} if raw else default
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
-
-
-# The demo shows seeded credentials and the chaos controls; never on in production.
-# Anything else is the production profile: no development default is accepted and
-# the process refuses to start until the environment is right (config/production.py).
-DEMO_MODE = env_bool("DEMO_MODE", False)
-if not DEMO_MODE:
-    refuse_unsafe_start(os.environ)
-elif not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-    # Demo only: the embedded servers under .var/ are started (or reused if already
-    # running); see demo/embedded.py. Named as a string: a production process never
-    # imports the demo.
-    import_module("demo.embedded").ensure_environment()
-
-# Where the sandbox provider is served from: its URLs, admin and tasks exist only in
-# a process with this on (the demo's provider process and worker, the tests, the
-# bench), never in the shop of a deployment. Its tables stay installed, and empty.
-SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", False)
-# The demo's provider server (demo/runner.py): it serves the sandbox and the admin of
-# its tables at its root (demo/provider_urls.py), not a second copy of the shop.
-SANDBOX_ONLY = SANDBOX_ENABLED and env_bool("SANDBOX_ONLY", False)
-
-
-def dev_default(value: str) -> str:
-    """A development default in the demo; nothing at all in production (refused above)."""
-    return value if DEMO_MODE else ""
-
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", dev_default(DEVELOPMENT_SECRET_KEY))
@@ -183,124 +150,6 @@ DATABASES["default"]["OPTIONS"]["options"] = f"-c lock_timeout={DATABASE_LOCK_TI
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# --- Redis and Celery -----------------------------------------------------------
-REDIS_URL = os.environ["REDIS_URL"]
-# kombu spells a Unix socket URL differently from redis-py.
-CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
-CELERY_RESULT_BACKEND = None
-# The queue every task goes to (and workers consume); tests use their own.
-CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
-CELERY_TASK_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-# At-least-once delivery: a task is acknowledged after it ran, and redelivered if
-# the worker dies mid-task. Every task is therefore written to be safe to run twice.
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Hard limit on any task; the broker's visibility timeout below must exceed it,
-# or Redis would hand a still-running task to a second worker.
-CELERY_TASK_TIME_LIMIT = 300
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": 3600,
-    # A broker that accepts connections and never answers (frozen, swapped out) must
-    # not hang the request that enqueues at commit (without these: for ever). Give
-    # up after 2 s, above the worker's 1 s BRPOP; Celery's publish retries (below)
-    # would each wait as long again. redis-py itself reconnects a pooled connection
-    # a restart dropped; a publish that still fails is logged and its work swept up
-    # later (DESIGN.md 7, "Redis down").
-    "socket_timeout": 2,
-    "socket_connect_timeout": 2,
-}
-CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 0}
-CELERY_TIMEZONE = "UTC"
-
-# --- Reconciliation (reconcile/): beat's periodic work and its timings -------------
-# How old an unsettled payment must be before the reconciler asks the provider: far
-# above PROVIDER_TIMEOUT_S, so a request still waiting on its answer is never
-# overtaken, and long enough for a client's same-key retry after a 503.
-RECONCILE_AFTER_S = env_int("RECONCILE_AFTER_S", 60)
-# A claimed attempt is leased for this long: other reconcilers skip it meanwhile. It
-# covers a whole batch even if every provider call in it times out; running past it
-# is harmless (settling is conditional), it only lets a second runner repeat work.
-RECONCILE_LEASE_S = env_int("RECONCILE_LEASE_S", 600)
-# First retry after the provider could not be reached; doubles on every failure.
-RECONCILE_BACKOFF_BASE_S = env_int("RECONCILE_BACKOFF_BASE_S", 30)
-# Never wait longer than this between tries: an outage of hours is still retried
-# hourly, and the audit keeps showing the attempt meanwhile.
-RECONCILE_BACKOFF_CAP_S = env_int("RECONCILE_BACKOFF_CAP_S", 3600)
-# A pass stops taking new work after this long, so a task ends well inside
-# CELERY_TASK_TIME_LIMIT; what is left waits for the next beat.
-RECONCILE_PASS_BUDGET_S = env_int("RECONCILE_PASS_BUDGET_S", 240)
-# Provider questions the reconciler asks at once (query, close), each on its own
-# kept-alive connection, none while holding a transaction or a row lock. Bounded:
-# the provider is a third party with its own limits. Since answers are settled a
-# batch at a time, 16 at once makes a pass about 2x faster than one at a time in
-# `make bench` (docs/benchmarks.md); beyond that, on 2 cores, CPU is the bound.
-RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
-# The single-runner lock outlives the longest pass (the task's hard time limit) with
-# a margin, so it never expires under a live runner; a killed runner's lock frees
-# itself after this long.
-RECONCILE_LOCK_TTL_S = env_int("RECONCILE_LOCK_TTL_S", CELERY_TASK_TIME_LIMIT + 60)
-# The operator's desk (reconcile/desk/): a payment or refund still unresolved a day
-# after it started is past anything the reconciler's backoff (capped at an hour) will
-# fix by itself, and a person should look.
-CASE_AFTER_S = env_int("CASE_AFTER_S", 86400)
-# A batch item that raised this many times in a row (backing off between tries: about
-# 30 s, 1, 2, 4 minutes) is a bug or bad data, not a blip: it becomes a case.
-CASE_AFTER_FAILURES = env_int("CASE_AFTER_FAILURES", 5)
-# The fulfil sweep ships PAID orders only after this long without a shipment: the
-# on-commit task normally does it within seconds; the sweep covers a lost message.
-FULFIL_SWEEP_AFTER_S = env_int("FULFIL_SWEEP_AFTER_S", 120)
-
-
-def _every(seconds: float, task: str) -> dict[str, object]:
-    # `expires`: a tick nobody ran before the next one is dropped, so a stopped worker
-    # does not come back to a backlog of identical passes.
-    return {"task": task, "schedule": seconds, "options": {"expires": seconds}}
-
-
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
-    # Half of RECONCILE_AFTER_S: an unknown payment waits at most ~1.5x that.
-    "reconcile-payments": _every(30.0, "reconcile.tasks.reconcile_payments"),
-    # Same pace for what notifications left open and for refunds (orphan refunds
-    # included): money the customer is owed goes back within about a minute.
-    "reconcile-notifications": _every(30.0, "reconcile.tasks.reconcile_notifications"),
-    "reconcile-refunds": _every(30.0, "reconcile.tasks.reconcile_refunds"),
-    # Same pace: a request abandoned after its payment settled is answered soon.
-    "complete-abandoned-requests": _every(30.0, "reconcile.tasks.complete_abandoned_requests"),
-    # ORDER_TTL_S is 15 minutes; a minute late is close enough to give stock back.
-    "expire-unpaid-orders": _every(60.0, "reconcile.tasks.expire_unpaid_orders"),
-    # Hourly: records are kept 24 h, so they leave at most ~4 % late.
-    "reap-idempotency-keys": _every(3600.0, "idempotency.tasks.reap_idempotency_keys"),
-    # Bodies of unmatched notifications leave after days: hourly is exact enough.
-    "strip-unmatched-notification-bodies": _every(
-        3600.0, "callbacks.tasks.strip_unmatched_notification_bodies"
-    ),
-    # Yesterday's statement, once its day is over at the provider: 00:30 UTC leaves
-    # the provider half an hour to settle the day's last charges into it.
-    "reconcile-statement": {
-        "task": "reconcile.tasks.reconcile_statement",
-        "schedule": crontab(hour=0, minute=30),
-        "options": {"expires": 3600.0},
-    },
-    # What a statement left for later (lines in flight, stray refunds): with the refunds.
-    "reconcile-statement-leftovers": _every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
-    # The desk's cases that time opens (CASE_AFTER_S is a day: a minute is exact enough).
-    "open-cases": _every(60.0, "reconcile.tasks.open_cases"),
-    # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
-    "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
-    # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of
-    # the provider's wallet reads low, and a drift is still seen within the hour.
-    "audit-books": _every(900.0, "reconcile.tasks.audit_books"),
-}
-if DEMO_MODE:
-    # The demo's provider, a safety net of its own: notifications and late successes
-    # whose enqueue the broker lost (demo/sandbox/services/sweeps.py). Run by the workers
-    # that serve the sandbox (SANDBOX_ENABLED), as every sandbox task is.
-    CELERY_BEAT_SCHEDULE["sweep-sandbox-messages"] = _every(
-        60.0, "demo.sandbox.tasks.sweep_lost_messages"
-    )
-
 # --- Web pages (storefront/) ---------------------------------------------------------
 # The demo shop's pages log in with the session; an anonymous visitor of a page that
 # needs a user is sent to the shop's own login page (not the admin's), and comes back
@@ -339,59 +188,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-
-# --- API ------------------------------------------------------------------------
-REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "edge.auth.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # UTF-8 only, nesting bounded, finite numbers, no lone surrogates (edge/strictjson.py).
-    "DEFAULT_PARSER_CLASSES": ["edge.strictjson.StrictJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "edge.pagination.PageNumberPagination",
-    "DEFAULT_THROTTLE_CLASSES": ["edge.throttling.UserRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"user": env_str("API_THROTTLE_RATE", "6000/min")},
-    "EXCEPTION_HANDLER": "edge.handler.exception_handler",
-    # A request body's Content-Type must name a parser's type: never */* (edge/strictjson.py).
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "edge.strictjson.StrictContentNegotiation",
-    "DEFAULT_SCHEMA_CLASS": "edge.openapi.AutoSchema",
-    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-}
-# Throttle counters live in Redis so every gunicorn worker shares them.
-CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": REDIS_URL,
-    }
-}
-
-# --- Abuse limits (429 / 409 with a code each; README's contract table) -----------
-# Rates as DRF spells them ("30/min"); empty turns a limit off. Login attempts are
-# counted before the password is checked: the login page, the admin's and the token
-# endpoint share both counters.
-LOGIN_RATE_PER_ADDRESS = env_str("LOGIN_RATE_PER_ADDRESS", "60/min")
-LOGIN_RATE_PER_USERNAME = env_str("LOGIN_RATE_PER_USERNAME", "10/min")
-# The provider's notifications per source address: generous, since the provider
-# retries what we refuse (100/s on average, far above any real provider's pace).
-CALLBACK_RATE_PER_ADDRESS = env_str("CALLBACK_RATE_PER_ADDRESS", "6000/min")
-# Unpaid orders one user may hold at once (each holds stock until ORDER_TTL_S), and
-# idempotency records one user may create per clock hour (each is kept
-# IDEMPOTENCY_KEY_TTL). 0 means no cap.
-MAX_OPEN_ORDERS_PER_USER = env_int("MAX_OPEN_ORDERS_PER_USER", 20)
-MAX_KEYS_PER_USER_PER_HOUR = env_int("MAX_KEYS_PER_USER_PER_HOUR", 10_000)
-# Live checkout forms per session: showing one more evicts the oldest (its submit
-# then answers checkout-token-invalid), so reloading a page cannot fill Redis.
-CHECKOUT_TOKENS_PER_SESSION = env_int("CHECKOUT_TOKENS_PER_SESSION", 20)
-# Notifications that matched no payment are kept for reconciliation; their raw body
-# only this long (7 days), then the reaper empties it: a flood of signed strays
-# cannot grow the table by its bodies.
-UNMATCHED_NOTIFICATION_BODY_TTL_S = env_int("UNMATCHED_NOTIFICATION_BODY_TTL_S", 7 * 24 * 3600)
-
-# Largest request body the API accepts; larger ones get 413 `payload-too-large`.
-API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 
 # --- Idempotency ------------------------------------------------------------------
 # Finished records are kept this long (24 h, the IETF draft's suggested minimum

@@ -156,7 +156,7 @@ def test_the_image_build_context_leaves_out_local_state():
         ".env",
     ):
         assert excluded(path, patterns), path
-    for path in ("config/settings.py", "manage.py", "requirements.lock", "README.md"):
+    for path in ("config/settings/__init__.py", "manage.py", "requirements.lock", "README.md"):
         assert not excluded(path, patterns), path
     assert not any(pattern.startswith("!") for pattern in patterns)
 

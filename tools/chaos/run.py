@@ -30,7 +30,7 @@ from tools.chaos.history import History, history_read
 from tools.chaos.nemesis import PAUSE_S, Nemesis
 from tools.chaos.report import RunFigures, report_markdown
 
-# The deployment's settings during the chaos phase (config/settings.py documents
+# The deployment's settings during the chaos phase (config/settings/ documents
 # each). Shorter than the defaults so that a run of minutes sees every background
 # path many times, and still in the proportions the defaults keep: the provider
 # answers within 2 s, a lock is presumed dead after 20 s, the reconciler touches
@@ -292,7 +292,7 @@ class Run:
         how many messages a killed worker left unacknowledged.
 
         Those messages are not waited for: the broker hands them out again only
-        after its visibility timeout (an hour, config/settings.py). What most of
+        after its visibility timeout (an hour, config/settings/background.py). What most of
         them were for is done by then anyway (the fulfil sweep ships, the
         reconciler settles unknown attempts); what is not — a provider's
         notification of a late success, say — is what the audit then reports.
