@@ -8,6 +8,8 @@ it only through PROVIDER_BASE_URL, exactly as in production.
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from importlib import import_module
+from importlib.util import find_spec
 from typing import Any
 
 import pytest
@@ -19,7 +21,6 @@ from django.db import close_old_connections, connections
 from rest_framework.test import APIClient
 
 from config.celery import app as celery_app
-from demo.i18n import compile_catalogues
 from edge import ratelimit
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
@@ -29,10 +30,29 @@ from tests.workers import TEST_QUEUE, Worker, start_worker
 # before and after the run, so no stale message ever reaches a worker a test starts.
 
 
+# The demo (demo/) may be absent: a fork that deleted it runs the product's tests
+# alone (tests/test_product_alone.py), and so does `pytest -m "not demo"`.
+DEMO_PRESENT = find_spec("demo") is not None
+# A test needs the demo when it is one of the demo's own or uses the stand-in
+# provider, which every fixture that pays, refunds or reads a wallet is built on.
+DEMO_FIXTURES = {"sandbox"}
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     # The pages are tested in both languages: the catalogue must be compiled, as
     # `make install` does, even when pytest is run directly after a .po changed.
-    compile_catalogues()
+    # The compiler is the demo's tooling (demo/i18n.py); without it the product's
+    # messages stay in English.
+    if DEMO_PRESENT:
+        import_module("demo.i18n").compile_catalogues()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `demo` every test that needs the demo: under tests/demo, or using the sandbox."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.nodeid.startswith("tests/demo/") or fixtures & DEMO_FIXTURES:
+            item.add_marker(pytest.mark.demo)
 
 
 @pytest.fixture(scope="session", autouse=True)

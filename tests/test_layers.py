@@ -1,6 +1,13 @@
-"""Layers point down (docs/architecture.md): an app imports its own layer or lower ones.
+"""Layers point down (docs/architecture.md), and arrows only from demo/ and tools/ to the product.
 
-The imports are read with ``ast`` from every module of every app (migrations
+The product is ``config``, ``edge``, the apps, ``observability`` and the
+published client: it never imports ``demo/`` or ``tools/``, so a fork deletes
+both and keeps a working shop (tests/test_product_alone.py proves it). Inside
+the product an app imports its own layer or lower ones. ``demo/`` never imports
+``tools/``; the stand-in provider (``demo.sandbox``) is another company and
+builds on the edge alone.
+
+The imports are read with ``ast`` from every module of every package (migrations
 included, function-level and TYPE_CHECKING imports included: an arrow is an
 arrow), never grepped as strings.
 """
@@ -14,70 +21,134 @@ import pytest
 
 from tests.processes import ROOT
 
-# Lowest first. An app may import its own layer and the layers below it.
-LAYERS = ["config", "idempotency", "orders", "payments", "callbacks", "reconcile", "storefront"]
-# Beside config at the bottom: health, metrics and logs. Every app (the sandbox too:
-# its log lines carry the request id) may import it; it imports config alone, and the
-# apps hand it their gauges at start-up instead of being imported.
+# The product's layers, lowest first. A package may import its own layer and the
+# layers below it. The edge (errors, parsers, throttles, auth) is what every app
+# answers through; config wires the apps together (settings, URLs, Celery).
+LAYERS = ["edge", "config", "idempotency", "orders", "payments", "callbacks", "reconcile"]
+# Beside the layers: health, metrics and logs. Every package may import it; it
+# imports the edge and config alone, and the apps hand it their gauges at start-up
+# instead of being imported.
 OBSERVABILITY = "observability"
-# The sandbox is another company: it builds on config (and the shared log context)
-# alone, and of the shop's apps only the demo's pages (the chaos panel) reach into it.
-SANDBOX = "sandbox"
-SANDBOX_MAY_IMPORT = {"config", OBSERVABILITY}
-MAY_IMPORT_SANDBOX = {"storefront"}
-APPS = {*LAYERS, SANDBOX, OBSERVABILITY}
+# The published Python client talks to the API over HTTP: it imports nothing of the app.
+CLIENT = "onceshop_client"
+PRODUCT = {*LAYERS, OBSERVABILITY, CLIENT}
+# What only the demo runs (its pages, the stand-in provider, the runner, the embedded
+# services), and what measures and teaches (bench, chaos, lab).
+DEMO, SHOP, SANDBOX, TOOLS = "demo", "demo.shop", "demo.sandbox", "tools"
+# The sandbox is another company: it builds on the edge and config (and the shared log
+# context) alone; of the product's apps none reaches into it.
+SANDBOX_MAY_IMPORT = {"edge", "config", OBSERVABILITY}
+UNITS = {*PRODUCT, DEMO, SHOP, SANDBOX, TOOLS}
 
 
-def imported_apps(source: str) -> list[tuple[int, str]]:
-    """(line, top-level package) of every absolute import in ``source`` naming an app."""
-    return [(line, top) for line, top in imported_packages(source) if top in APPS]
+def unit(module: str) -> str:
+    """The package a module belongs to here: a top-level one, or one of the demo's apps."""
+    parts = module.split(".")
+    if parts[0] == DEMO and len(parts) > 1 and f"{DEMO}.{parts[1]}" in (SHOP, SANDBOX):
+        return f"{DEMO}.{parts[1]}"
+    return parts[0]
 
 
-def imported_packages(source: str) -> list[tuple[int, str]]:
-    """(line, top-level package) of every absolute import in ``source``."""
+def imported_modules(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every absolute import in ``source``."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
+            # ``from demo import shop`` names the demo's app, not the demo package.
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
         else:
-            continue  # relative imports stay inside their own app
-        found += [(node.lineno, name.split(".")[0]) for name in names]
+            continue  # relative imports stay inside their own package
+        found += [(node.lineno, name) for name in names]
     return sorted(found)
+
+
+def imported_units(source: str) -> list[tuple[int, str]]:
+    """(line, package) of every absolute import in ``source`` naming one of ours."""
+    return [(line, unit(name)) for line, name in imported_modules(source) if unit(name) in UNITS]
 
 
 def allowed(importer: str, imported: str) -> bool:
     if importer == imported:
         return True
-    if importer == OBSERVABILITY:
-        return imported == "config"
-    if imported == OBSERVABILITY:
-        return True
+    if importer == TOOLS:
+        return True  # the tools measure and teach the product and the demo alike
+    if importer in (DEMO, SHOP):
+        return imported != TOOLS
     if importer == SANDBOX:
         return imported in SANDBOX_MAY_IMPORT
-    if imported == SANDBOX:
-        return importer in MAY_IMPORT_SANDBOX
+    # From here on the importer is the product's.
+    if imported in (DEMO, SHOP, SANDBOX, TOOLS):
+        return False
+    if importer == CLIENT or imported == CLIENT:
+        return False
+    if importer == OBSERVABILITY:
+        return imported in ("edge", "config")
+    if imported == OBSERVABILITY:
+        return True
     return LAYERS.index(imported) <= LAYERS.index(importer)
 
 
-def violations(app: str) -> list[str]:
+def modules_of(package: str) -> list[Path]:
+    folder = ROOT / package.replace(".", "/")
+    files = sorted(folder.rglob("*.py"))
+    if package == DEMO:  # the demo's own modules, not its apps (each checked on its own)
+        files = [path for path in files if unit(_module(path)) == DEMO]
+    return files
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def violations(package: str) -> list[str]:
     return [
         f"{path.relative_to(ROOT)}:{line} imports {imported}"
-        for path in sorted((ROOT / app).rglob("*.py"))
-        for line, imported in imported_apps(path.read_text())
-        if not allowed(app, imported)
+        for path in modules_of(package)
+        for line, imported in imported_units(path.read_text())
+        if not allowed(package, imported)
     ]
 
 
-@pytest.mark.parametrize("app", sorted(APPS))
-def test_imports_point_down_the_layers(app):
-    assert violations(app) == []
+@pytest.mark.parametrize("package", sorted(UNITS))
+def test_imports_point_down_the_layers(package):
+    assert violations(package) == []
 
 
-def test_every_app_has_a_place_in_the_layers():
-    apps = {path.parent.name for path in Path(ROOT).glob("*/apps.py")}
-    assert apps - {"config"} <= APPS  # config is the foundation, not an app
+@pytest.mark.parametrize("package", sorted(PRODUCT))
+def test_the_product_never_imports_the_demo_or_the_tools(package):
+    arrows = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in modules_of(package)
+        for line, name in imported_modules(path.read_text())
+        if name.split(".")[0] in (DEMO, TOOLS)
+    ]
+
+    assert arrows == []
+
+
+def test_the_demo_never_imports_the_tools():
+    arrows = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in sorted((ROOT / DEMO).rglob("*.py"))
+        for line, name in imported_modules(path.read_text())
+        if name.split(".")[0] == TOOLS
+    ]
+
+    assert arrows == []
+
+
+def test_every_package_has_a_place_in_the_layers():
+    tops = {
+        path.parent.name
+        for path in Path(ROOT).glob("*/__init__.py")
+        if path.parent.name not in ("tests",)
+    }
+    demo_apps = {f"{DEMO}.{path.parent.name}" for path in (ROOT / DEMO).glob("*/apps.py")}
+
+    assert tops <= UNITS
+    assert demo_apps == {SHOP, SANDBOX}
 
 
 def test_the_reader_sees_every_kind_of_import():
@@ -90,22 +161,36 @@ def test_the_reader_sees_every_kind_of_import():
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
         "    from demo.shop.books import x\n"
+        "from demo import sandbox\n"
+        "import tools.bench\n"
     )
 
-    assert imported_apps(source) == [
+    assert imported_units(source) == [
         (1, "payments"),
         (2, "callbacks"),
         (5, "reconcile"),
-        (8, "storefront"),
+        (8, SHOP),
+        (9, SANDBOX),
+        (10, TOOLS),
     ]
     assert not allowed("orders", "payments")
     assert not allowed("payments", "callbacks")
     assert not allowed("callbacks", "reconcile")
-    assert not allowed("reconcile", "storefront")
-    assert not allowed("sandbox", "payments")
-    assert not allowed("payments", "sandbox")
-    assert allowed("storefront", "sandbox")
+    assert not allowed("edge", "config")
+    assert not allowed("reconcile", SHOP)
+    assert not allowed("config", DEMO)
+    assert not allowed("orders", TOOLS)
+    assert not allowed(OBSERVABILITY, "payments")
+    assert not allowed(CLIENT, "orders")
+    assert not allowed(SANDBOX, "payments")
+    assert not allowed("payments", SANDBOX)
+    assert not allowed(DEMO, TOOLS)
+    assert not allowed(SHOP, TOOLS)
+    assert allowed(SHOP, SANDBOX)
+    assert allowed(SHOP, "reconcile")
+    assert allowed(TOOLS, SHOP)
     assert allowed("reconcile", "orders")
-    assert allowed("sandbox", "observability")
-    assert allowed("payments", "observability")
-    assert not allowed("observability", "payments")
+    assert allowed("config", "edge")
+    assert allowed(SANDBOX, OBSERVABILITY)
+    assert allowed("payments", OBSERVABILITY)
+    assert allowed(OBSERVABILITY, "edge")
