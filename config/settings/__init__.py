@@ -1,9 +1,6 @@
 """OnceShop settings: everything a deployment changes comes from the environment.
 
-The README's configuration table lists every variable read here and in the
-parts beside this module: ``profile`` (demo or production, the environment's
-readers), ``background`` (Redis, Celery, the reconciler's timings and beat's
-schedule) and ``api`` (DRF, its cache and the abuse limits).
+The README's configuration table lists every variable read here.
 """
 
 from __future__ import annotations
@@ -21,9 +18,10 @@ from config.production import (
     DEVELOPMENT_WEBHOOK_SECRET,
 )
 
-# The profile first (it refuses an unsafe production start before anything else is
-# read), then the parts kept in modules of their own. Every upper-case name of
-# theirs is a setting, as if written here.
+# The parts beside this module, read here as if written here: ``profile`` first (demo
+# or production, the environment's readers; it refuses an unsafe production start
+# before anything else is read), ``background`` (Redis, Celery, the reconciler's
+# timings, beat's schedule) and ``api`` (DRF, its cache, the abuse limits).
 from config.settings.profile import *  # noqa: F403  # isort: skip
 from config.settings.background import *  # noqa: F403  # isort: skip
 from config.settings.api import *  # noqa: F403  # isort: skip
@@ -275,6 +273,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Operation ids name the whole path (api_v1_orders_create), in every profile: left
+    # to guess, drf-spectacular strips the prefix all paths share, which is /api/v1/
+    # without the sandbox's /sandbox/v1/, and the links below would name no operation.
+    "SCHEMA_PATH_PREFIX": "",
     # The default hook (enum components), then the links between operations.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
