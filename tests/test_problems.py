@@ -62,6 +62,7 @@ def test_the_index_lists_every_code_and_an_unknown_code_is_a_404():
     assert pages.get("/problems/no-such-code").status_code == 404
 
 
+@pytest.mark.demo  # the icon is the demo shop's, served with its pages
 def test_the_favicon_leads_to_the_shop_icon():
     icon = Client().get("/favicon.ico")
 

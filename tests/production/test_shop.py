@@ -25,13 +25,14 @@ SANDBOX_PATHS = [
 
 
 def test_the_sandbox_is_not_there_on_a_production_shop():
+    # Nor anything else of the demo or the tools: no app, no URL, no task, no module.
     result = run_django(
         f"""
         import json
-        from django.contrib import admin
+        import sys
+        from django.apps import apps
         from django.test import Client
         from config.celery import app
-        from demo.sandbox.models import Wallet
 
         client = Client(HTTP_AUTHORIZATION="Bearer {DEVELOPMENT_PROVIDER_API_KEY}")
         statuses = [client.get(path, secure=True).status_code for path in {SANDBOX_PATHS!r}]
@@ -39,8 +40,11 @@ def test_the_sandbox_is_not_there_on_a_production_shop():
         app.loader.import_default_modules()
         print(json.dumps({{
             "statuses": statuses,
-            "admin": admin.site.is_registered(Wallet),
-            "task": any(name.startswith("sandbox.") for name in app.tasks),
+            "apps": [
+                c.label for c in apps.get_app_configs() if c.label in ("sandbox", "storefront")
+            ],
+            "task": any(name.startswith(("demo.", "tools.")) for name in app.tasks),
+            "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("demo", "tools")),
         }}))
         """,
         env=production_env(ALLOWED_HOSTS="testserver"),
@@ -48,7 +52,7 @@ def test_the_sandbox_is_not_there_on_a_production_shop():
 
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.splitlines()[-1])
-    assert seen == {"statuses": [404, 404, 404, 404], "admin": False, "task": False}
+    assert seen == {"statuses": [404, 404, 404, 404], "apps": [], "task": False, "modules": []}
 
 
 @pytest.mark.django_db(transaction=True)

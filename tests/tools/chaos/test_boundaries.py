@@ -1,15 +1,15 @@
-"""The chaos tool sits outside the app: the app never imports it."""
+"""The chaos tool sits outside the app: neither the product nor the demo imports it."""
 
 import pytest
 
-from tests.test_layers import APPS
-from tests.tools.lab.test_boundaries import imported_roots
+from tests.test_layers import PRODUCT
+from tests.tools.lab.test_boundaries import imports_tool
 from tools.chaos.__main__ import parse
 
 
-@pytest.mark.parametrize("app", sorted(APPS))
-def test_the_app_never_imports_the_chaos_tool(app):
-    assert "chaos" not in imported_roots(app)
+@pytest.mark.parametrize("package", [*sorted(PRODUCT), "demo"])
+def test_neither_the_product_nor_the_demo_imports_the_chaos_tool(package):
+    assert not imports_tool(package, "chaos")
 
 
 @pytest.mark.parametrize(

@@ -3,28 +3,40 @@
 import pytest
 
 from tests.processes import ROOT
-from tests.test_layers import APPS, imported_packages
+from tests.test_layers import PRODUCT, imported_modules
 from tools.lab.__main__ import main
 from tools.lab.report import Finding, markdown_table
 
 
-def imported_roots(package: str) -> set[str]:
-    """The top-level packages that any module of ``package`` imports."""
+def imported_names(package: str) -> set[str]:
+    """The modules that any module of ``package`` imports."""
     return {
-        top
+        name
         for path in (ROOT / package).rglob("*.py")
-        for _line, top in imported_packages(path.read_text())
+        for _line, name in imported_modules(path.read_text())
     }
 
 
-@pytest.mark.parametrize("app", sorted(APPS))
-def test_the_app_never_imports_the_lab(app):
-    assert "lab" not in imported_roots(app)
+def imported_roots(package: str) -> set[str]:
+    """The top-level packages that any module of ``package`` imports."""
+    return {name.split(".")[0] for name in imported_names(package)}
+
+
+def imports_tool(package: str, tool: str) -> bool:
+    return any(
+        name == f"tools.{tool}" or name.startswith(f"tools.{tool}.")
+        for name in imported_names(package)
+    )
+
+
+@pytest.mark.parametrize("package", [*sorted(PRODUCT), "demo"])
+def test_neither_the_product_nor_the_demo_imports_the_lab(package):
+    assert not imports_tool(package, "lab")
 
 
 def test_the_client_needs_only_the_standard_library_and_requests():
     # So it can be copied out of the repository as it is.
-    project = {*APPS, "lab", "bench", "tests", "django", "rest_framework"}
+    project = {*PRODUCT - {"onceshop_client"}, "demo", "tools", "tests", "django", "rest_framework"}
     assert imported_roots("onceshop_client") & project == set()
     assert "requests" in imported_roots("onceshop_client")
 
