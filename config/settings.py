@@ -202,7 +202,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # up after 2 s, above the worker's 1 s BRPOP; Celery's publish retries (below)
     # would each wait as long again. redis-py itself reconnects a pooled connection
     # a restart dropped; a publish that still fails is logged and its work swept up
-    # later (DESIGN.md 7, "Redis down").
+    # later (docs/design.md, "Redis down").
     "socket_timeout": 2,
     "socket_connect_timeout": 2,
 }

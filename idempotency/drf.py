@@ -2,7 +2,7 @@
 
 An unsafe endpoint subclasses ``IdempotentApi`` and ends its handler with
 ``return self.idempotent(request, flow)``. The order of checks is the
-behaviour matrix of DESIGN.md section 4:
+behaviour matrix of docs/design.md:
 
 1. authentication, permissions, throttling (DRF's ``initial``): 401/403/429,
    never stored;

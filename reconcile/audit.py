@@ -1,4 +1,4 @@
-"""The audit: one run that proves the books balance (DESIGN.md section 9), or says where not.
+"""The audit: one run that proves the books balance (docs/design.md, invariants), or says where not.
 
 ``audit_run`` is the interface (``manage.py audit`` and the storefront use it):
 

@@ -124,7 +124,7 @@ class IndexApi(APIView):
     def get(self, request: Request) -> Response:
         return Response(
             {
-                "provider": "OnceShop's sandbox: a stand-in payment provider (DESIGN.md 5)",
+                "provider": "OnceShop's sandbox: a stand-in payment provider (docs/design.md)",
                 "merchant_auth": "Authorization: Bearer <merchant key> (SANDBOX_API_KEYS)",
                 "endpoints": SANDBOX_ENDPOINTS,
                 "admin": "/admin/ (its tables, read-only)",

@@ -2,7 +2,7 @@
 
 Reads only. The four tables are the article's: orders, ledger, inventory and
 idempotency records; "agree" means the same numbers as the audit's invariants
-(DESIGN.md section 9), shown side by side so a person can see them agree. The
+(docs/design.md), shown side by side so a person can see them agree. The
 verdict itself is the audit's (``reconcile.audit``), not a second audit.
 """
 

@@ -185,6 +185,36 @@ def test_every_file_and_test_named_in_docs_and_comments_exists():
     assert not broken, f"references to files or tests that do not exist: {broken}"
 
 
+# [text](target): inline Markdown links; images and absolute URLs are left out.
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's heading id: lower case, punctuation dropped (CJK kept), spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@cache
+def _anchors(path: Path) -> frozenset[str]:
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return frozenset(_anchor(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE))
+
+
+def test_every_relative_link_of_every_doc_leads_somewhere():
+    broken = {}
+    for doc in MARKDOWN:
+        for link in LINK.findall(FENCE.sub("", doc.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", link):
+                continue
+            file_part, _, anchor = link.partition("#")
+            target = (doc.parent / file_part).resolve() if file_part else doc
+            if not target.exists() or (
+                anchor and target.suffix == ".md" and anchor not in _anchors(target)
+            ):
+                broken.setdefault(str(doc.relative_to(ROOT)), []).append(link)
+    assert not broken, f"links that lead nowhere: {broken}"
+
+
 def test_nothing_cites_the_old_external_contract_file():
     suffixes = {".py", ".md", ".html", ".txt", ".yml", ".yaml", ".json", ".po", ".toml"}
     citing = [

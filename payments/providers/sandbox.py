@@ -1,4 +1,4 @@
-"""The HTTP client for the sandbox provider (DESIGN.md section 5).
+"""The HTTP client for the sandbox provider (docs/design.md, "The sandbox provider").
 
 Everything the shop knows about the sandbox is in this file and its JSON
 reader (``sandbox_parsing``): its URLs, its JSON, its signature header. Every

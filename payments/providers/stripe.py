@@ -1,4 +1,4 @@
-"""Stripe, through its official SDK (DESIGN.md section 5 "Provider adapters").
+"""Stripe, through its official SDK (docs/design.md, "Provider adapters").
 
 How the protocol maps onto Stripe (CONTRACT.md has the whole table):
 

@@ -1,4 +1,4 @@
-"""The provider's books against ours (invariant 2 of DESIGN.md section 9).
+"""The provider's books against ours (invariant 2 of docs/design.md).
 
 Read through the provider's API (``PaymentProvider.wallet``), never its tables:
 the provider is a third party, and the audit must catch it misbehaving too.

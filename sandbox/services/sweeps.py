@@ -1,4 +1,4 @@
-"""The sandbox's safety net for messages its broker lost (DESIGN.md 7, "Redis down").
+"""The sandbox's safety net for messages its broker lost (docs/design.md, "Redis down").
 
 A settled charge or refund enqueues its notifications, and a charge or refund
 declined under ``late_success`` enqueues its late success, once the transaction

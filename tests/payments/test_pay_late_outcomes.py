@@ -1,5 +1,5 @@
 """A new payment attempt after a declined one asks the provider about the earlier
-attempt first (DESIGN.md section 7, "Late outcomes"): an asynchronous method
+attempt first (docs/design.md, "Late outcomes"): an asynchronous method
 declined now may be paid later, and a second charge beside it would take the
 customer's money twice (one of them refunded, but taken).
 

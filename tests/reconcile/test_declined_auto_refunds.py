@@ -1,5 +1,5 @@
-"""Automatic refunds the provider declines are retried until one succeeds (DESIGN.md
-section 5: an orphaned capture's refund is "run by the reconciler until it succeeds").
+"""Automatic refunds the provider declines are retried until one succeeds (docs/design.md,
+"Orphaned captures": the reconciler retries an orphaned capture's refund until it succeeds).
 
 A declined refund is final at the provider for its ``out_refund_no``, so a retry is
 a new refund attempt with a new reference (and the provider key derived from it),

@@ -1,6 +1,6 @@
 """An orphaned capture's automatic refund declined now and carried out later (the
 sandbox's ``late_success`` with ``target: refund``), while the next attempt is live,
-sent or declined (DESIGN.md section 7, "Late outcomes").
+sent or declined (docs/design.md, "Late outcomes").
 
 The late success is booked once, whatever is beside it; the later attempt is
 cancelled before it is sent, or declined harmlessly by the provider (nothing is

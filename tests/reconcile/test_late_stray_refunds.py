@@ -1,6 +1,6 @@
 """A stray capture's refund (a capture for a reference we hold no attempt for)
 declined now and carried out later (the sandbox's ``late_success`` with ``target:
-refund``), while the next attempt is live, sent or declined (DESIGN.md section 7,
+refund``), while the next attempt is live, sent or declined (docs/design.md,
 "Late outcomes").
 
 Every reference a stray ever used is derivable, so the provider is asked about
