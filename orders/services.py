@@ -239,7 +239,8 @@ def shipment_create(*, order_id: int) -> Shipment | None:
     The unique order column is the dedupe: a redelivered or doubled task inserts
     nothing (ON CONFLICT DO NOTHING) and returns the shipment the first one made.
     """
-    # PAID is a final state, so this read cannot go stale before the insert.
+    # PAID is left only for REFUNDED, and a refunded order may have shipped before
+    # its refund (the audit allows it): a read gone stale before the insert is harmless.
     if not Order.objects.filter(pk=order_id, status=Order.Status.PAID).exists():
         return None  # not paid (or gone): nothing to ship, and nothing to retry
     Shipment.objects.bulk_create([Shipment(order_id=order_id)], ignore_conflicts=True)
