@@ -114,7 +114,11 @@ CONCEPTS = (
     Concept(_("One shipment per order"), ("orders.services.shipment_create",)),
     Concept(
         _("Reconciliation: ask the provider, never guess; fence with `close`"),
-        ("reconcile.services.payments.payment_reconcile", "reconcile.services.payments.run_once"),
+        (
+            "reconcile.services.payments.run_once",
+            "reconcile.services.payments.payment_ask",
+            "reconcile.services.payments.payment_answers_apply",
+        ),
         (),
         "docs/reconciliation.md",
     ),
