@@ -1,4 +1,4 @@
-"""Schemathesis over /api/schema/, in process against the WSGI application (issue 11).
+"""Schemathesis over /api/schema/, in process against the WSGI application.
 
 - Every operation of the published schema, as an anonymous client, a customer
   and staff, with schema-valid and schema-violating data (a missing or
