@@ -58,7 +58,9 @@ CONCEPTS = (
     ),
     Concept(
         _("Order state machine: `UPDATE … WHERE status = 'UNPAID'`"),
-        ("orders.models.Order",),
+        # Declared on the model; the UNPAID -> PAID UPDATE is issued where a settlement
+        # saves it.
+        ("orders.models.Order", "payments.services.payment_settle"),
         (),
         "docs/idempotency.md",
     ),
