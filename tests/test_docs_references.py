@@ -9,8 +9,10 @@ relative to the file that names it, or to the folders that file names in full in
 own text (a doc about ``reconcile/`` may go on with ``checks/books.py``); nothing else
 is guessed. A test id must name a function or class that the test file defines
 (parametrized ids ``[...]`` are dropped); the docs' short forms are read as their
-tables use them: ``test_q1_…`` is a prefix, ``…/test_pay_races.py`` a file named so
-under ``tests/``, and ``…::test_x`` the file of the reference before it.
+tables use them: ``test_q1_…`` is a prefix, ``…/test_pay_races.py`` the one file named
+so, ``tests/consumers/…::test_x`` a test of some file in that folder, and ``…::test_x``
+a test of the file the reference before it named. Every relative Markdown link must
+lead to a file, and to a heading of it when it names one.
 
 Fenced blocks of Markdown (shell sessions, output, trees of the layout) are not read:
 their paths are examples. The project's design document is ``docs/design.md``; a
@@ -201,7 +203,7 @@ def _anchors(path: Path) -> frozenset[str]:
 
 
 def test_every_relative_link_of_every_doc_leads_somewhere():
-    broken = {}
+    broken: dict[str, list[str]] = {}
     for doc in MARKDOWN:
         for link in LINK.findall(FENCE.sub("", doc.read_text(encoding="utf-8"))):
             if re.match(r"[a-z]+:", link):
