@@ -54,6 +54,7 @@ from payments.providers.base import (
 from payments.providers.observed import provider_call
 from payments.providers.stripe_parsing import (
     check_intent,
+    from_stripe_amount,
     parse_event,
     parse_intent,
     parse_refund,
@@ -74,6 +75,10 @@ class StripeReferences(Protocol):
 
     def refund_charge(self, out_refund_no: str) -> str | None:
         """The ``out_trade_no`` of the attempt a refund is of, or None."""
+        ...
+
+    def currency(self, out_trade_no: str) -> str | None:
+        """The attempt's currency (a refund's amount is in the charge's), or None."""
         ...
 
 
@@ -235,14 +240,15 @@ class StripeProvider:
         idempotency_key: str,
     ) -> RefundResult:
         intent_id = self.references.payment_intent(out_trade_no)
-        if intent_id is None:
+        currency = self.references.currency(out_trade_no)
+        if intent_id is None or currency is None:
             raise ProviderRejected(404, "no_payment_intent")  # nothing Stripe could refund
         try:
             refund = _call(
                 lambda: self.client.v1.refunds.create(
                     params={
                         "payment_intent": intent_id,
-                        "amount": amount,
+                        "amount": to_stripe_amount(amount, currency),
                         "metadata": {"out_refund_no": out_refund_no, "out_trade_no": out_trade_no},
                     },
                     options={"idempotency_key": idempotency_key},
@@ -312,7 +318,7 @@ class StripeProvider:
             kind=kind,
             provider_id=provider_id,
             reference=str(reference),
-            amount=abs(int(txn["amount"])),
+            amount=from_stripe_amount(abs(int(txn["amount"])), str(txn["currency"])),
             currency=str(txn["currency"]).upper(),
             status="SUCCESS",
             settled_at=datetime.fromtimestamp(txn["created"], tz=UTC),
@@ -342,13 +348,13 @@ def _plain(answer: Any) -> Any:
     return answer.to_dict() if isinstance(answer, stripe.StripeObject) else answer
 
 
-class _Refused(Exception):
-    """A 4xx with Stripe's error code that is not an outcome-unknown."""
+class _Refused(ProviderRejected):
+    """A 4xx with Stripe's error code that is not an outcome-unknown.
 
-    def __init__(self, status: int, code: str) -> None:
-        super().__init__(f"HTTP {status} {code}")
-        self.status = status
-        self.code = code
+    A ProviderRejected, so a refusal no call site reads (the create's: an unknown
+    payment method, a currency Stripe does not take) reaches the flow as the
+    protocol's refusal, never as an error of its own.
+    """
 
 
 def _call(request: Callable[[], Any]) -> Any:

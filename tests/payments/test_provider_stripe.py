@@ -22,7 +22,7 @@ from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey
 from orders.models import Order
 from payments.flows import PayPoint
-from payments.models import Payment, PaymentStatus, Refund
+from payments.models import LedgerEntry, Payment, PaymentStatus, Refund
 from payments.providers import (
     ChargeStatus,
     Notification,
@@ -32,10 +32,10 @@ from payments.providers import (
     get_provider,
 )
 from payments.providers.stripe import StripeProvider
-from payments.providers.stripe_parsing import to_stripe_amount
 from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
 from reconcile.audit import audit_run
+from reconcile.services.payments import run_once as reconcile_payments_once
 from tests.conftest import client_for, new_key
 from tests.factories import pay_record_plant
 from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, emulator, intents_of
@@ -444,14 +444,6 @@ def test_the_statement_is_the_days_balance_transactions(stripe_shop, pay, order,
     assert attempt.refund_no not in references
 
 
-def test_a_three_decimal_amount_stripe_cannot_take_is_refused_before_sending():
-    with pytest.raises(ProviderRejected):
-        to_stripe_amount(1995, "KWD")
-    assert to_stripe_amount(1990, "KWD") == 1990
-    assert to_stripe_amount(500, "JPY") == 500  # zero-decimal: yen, as the shop counts them
-    assert to_stripe_amount(1999, "CNY") == 1999
-
-
 def _event(kind: str, obj: dict[str, Any], event_id: str) -> bytes:
     return json.dumps(
         {"id": event_id, "object": "event", "type": kind, "data": {"object": obj}}
@@ -516,3 +508,91 @@ def test_a_refund_updated_event_settles_the_refund(stripe_shop, pay, order, clie
     row = ProviderNotification.objects.get(provider="stripe", notify_id="evt_refund")
     assert row.outcome == ProviderNotification.Outcome.DUPLICATE  # the refund's answer came first
     assert row.refund_attempt_id == attempt.pk
+
+
+# --- What Stripe refuses, and what is not final yet -------------------------------
+
+
+def test_a_create_stripe_refuses_declines_the_attempt_and_charges_nothing(
+    stripe_shop, pay, order, monkeypatch
+):
+    # Given a payment method Stripe does not know: the PaymentIntent create is refused
+    monkeypatch.setattr(get_provider(), "payment_method", "pm_not_a_payment_method")
+
+    response = pay()
+
+    # Then the answer is the stored decline, with the provider's refusal as its reason
+    assert response.status_code == 402, response.content
+    assert response.json()["code"] == "payment-declined"
+    payment = Payment.objects.get(order=order)
+    assert payment.status == PaymentStatus.FAILED
+    assert payment.failure_code.startswith("provider-rejected:")
+    # And nothing exists at Stripe, nothing was recorded as its id, the order is unpaid
+    assert payment.trade_no is None
+    assert intents_of(stripe_shop, payment.out_trade_no) == []
+    assert Order.objects.get(pk=order.pk).status == Order.Status.UNPAID
+    assert not LedgerEntry.objects.filter(payment=payment).exists()
+
+
+def test_a_card_stripe_declines_at_confirm_is_a_stored_decline(
+    stripe_shop, pay, order, monkeypatch
+):
+    monkeypatch.setattr(get_provider(), "payment_method", "pm_card_chargeCustomerFail")
+    key = new_key()
+
+    response = pay(key)
+
+    assert response.status_code == 402, response.content
+    assert response.json()["code"] == "payment-declined"
+    payment = Payment.objects.get(order=order)
+    assert payment.status == PaymentStatus.FAILED
+    assert payment.failure_code == "card_declined"
+    (intent,) = intents_of(stripe_shop, payment.out_trade_no)
+    assert intent["id"] == payment.trade_no
+    assert intent["status"] == "requires_payment_method"  # charged nothing
+    assert Order.objects.get(pk=order.pk).status == Order.Status.UNPAID
+    assert not LedgerEntry.objects.filter(payment=payment).exists()
+    # The same key replays the stored decline without asking Stripe again
+    assert pay(key).json() == response.json()
+
+
+def test_a_payment_intent_awaiting_3d_secure_is_unknown_until_retrieve_shows_it_settled(
+    stripe_shop, pay, order, monkeypatch, settings
+):
+    # Given a card that needs 3-D Secure: the confirm leaves it requires_action
+    card = emulator(stripe_shop).v1.payment_methods.create(
+        params={
+            "type": "card",
+            "card": {"number": "4000002500003155", "exp_month": 12, "exp_year": 2030, "cvc": "123"},
+        }
+    )
+    monkeypatch.setattr(get_provider(), "payment_method", card["id"])
+    settings.RECONCILE_AFTER_S = 0
+
+    response = pay()
+
+    # Then no outcome yet: 503, the attempt UNKNOWN, nothing charged
+    assert response.status_code == 503, response.content
+    assert response.json()["code"] == "payment-outcome-unknown"
+    payment = Payment.objects.get(order=order)
+    assert payment.status == PaymentStatus.UNKNOWN
+    (intent,) = intents_of(stripe_shop, payment.out_trade_no)
+    assert intent["status"] == "requires_action"
+    # And the reconciler's retrieve is not final either: it backs off, touches nothing
+    assert reconcile_payments_once().unreachable == 1
+    assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.UNKNOWN
+    assert not LedgerEntry.objects.filter(payment=payment).exists()
+
+    # When the payer completes 3-D Secure (localstripe's own endpoint for it)
+    authenticated = requests.post(
+        f"{stripe_shop}/v1/payment_intents/{intent['id']}/_authenticate",
+        data={"client_secret": intent["client_secret"], "success": "true", "key": "pk_test_x"},
+        timeout=5,  # as Stripe.js calls it: with the publishable key, not the secret one
+    )
+    assert authenticated.status_code == 200, authenticated.text
+    Payment.objects.filter(pk=payment.pk).update(next_reconcile_at=None)  # its backoff over
+
+    # Then the reconciler's next retrieve settles it: PAID, once
+    reconcile_payments_once()
+    assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.SUCCEEDED
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
