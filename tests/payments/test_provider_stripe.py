@@ -35,7 +35,10 @@ from payments.providers.stripe import StripeProvider
 from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
 from reconcile.audit import audit_run
+from reconcile.models import StatementImport
 from reconcile.services.payments import run_once as reconcile_payments_once
+from reconcile.services.statements import statement_reconcile
+from reconcile.statement_report import statement_report
 from tests.conftest import client_for, new_key
 from tests.factories import pay_record_plant
 from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, emulator, intents_of
@@ -596,3 +599,35 @@ def test_a_payment_intent_awaiting_3d_secure_is_unknown_until_retrieve_shows_it_
     reconcile_payments_once()
     assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.SUCCEEDED
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
+
+
+# --- The seam: nothing of the sandbox's when the shop uses Stripe -------------------
+
+
+def test_the_sandboxs_endpoint_is_not_there_for_a_shop_on_stripe(stripe_shop):
+    body = json.dumps({"notify_id": "n-1", "out_trade_no": "P-1", "trade_status": "SUCCESS"})
+
+    answer = APIClient().post(
+        "/api/v1/callbacks/sandbox/",
+        body,
+        content_type="application/json",
+        headers={"Sandbox-Signature": _signed(body.encode(), WEBHOOK_SECRET, int(time.time()))},
+    )
+
+    assert answer.status_code == 404
+    assert not ProviderNotification.objects.exists()
+
+
+def test_the_statement_is_imported_and_reported_under_stripes_name(stripe_shop, pay, order):
+    assert pay().status_code == 200
+    today = timezone.now().date()
+
+    statement_reconcile(day=today)
+
+    (imported,) = StatementImport.objects.all()
+    assert imported.provider == "stripe"
+    report = statement_report(day=today)
+    assert report.statement == imported
+    # localstripe keeps the earlier tests' money too (one server per session): ours is
+    # among the lines the report counts as matched.
+    assert sum(row.matched for row in report.rows if row.side == "provider") >= 1
