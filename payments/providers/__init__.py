@@ -25,11 +25,12 @@ from payments.providers.base import (
     StatementMalformed,
     WalletStatement,
 )
-from payments.providers.capabilities import KeepsWallets, PreparesCharges
+from payments.providers.capabilities import ExtendsAudit, KeepsWallets, PreparesCharges
 
 __all__ = [
     "ChargeResult",
     "ChargeStatus",
+    "ExtendsAudit",
     "KeepsWallets",
     "Notification",
     "NotificationInvalid",
