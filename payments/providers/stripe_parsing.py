@@ -164,7 +164,9 @@ def parse_refund(refund: Any, *, out_refund_no: str) -> RefundResult:
     if state in ("failed", "canceled"):
         reason = refund.get("failure_reason") or state
         return RefundResult(status=RefundStatus.DECLINED, decline_reason=str(reason), **terms)
-    # pending, requires_action: not settled yet
+    # pending, requires_action: not settled yet; the reconciler asks again (query_refund).
+    # The emulator answers every refund succeeded at once: these are tested on the
+    # shapes Stripe documents (tests/payments/test_provider_stripe_parsing.py).
     raise ProviderOutcomeUnknown(f"Refund {terms['refund_id']} is {state}")
 
 
