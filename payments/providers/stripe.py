@@ -17,10 +17,12 @@ How the protocol maps onto Stripe (CONTRACT.md has the whole table):
 - ``refund`` / ``query_refund``: a Refund of the PaymentIntent with a derived
   key and ``metadata.out_refund_no``; found again in the PaymentIntent's refunds.
 - ``statement``: the day's balance transactions, newest first, as Stripe lists them.
-- Notifications: ``Stripe-Signature`` verified by the SDK (``stripe.Webhook``).
+- Notifications: ``Stripe-Signature`` verified by the SDK (``stripe.Webhook``,
+  in ``stripe_webhooks``).
 
 Errors are mapped in ``stripe_calls`` (a card decline is not a refusal: it is
-the attempt's DECLINED answer); the statement is read in ``stripe_statement``.
+the attempt's DECLINED answer); the statement is read in ``stripe_statement``;
+amounts are converted to Stripe's units both ways in ``stripe_parsing``.
 
 The payment method: a real integration collects it in the browser (Stripe.js)
 and confirms with it; this adapter confirms server-side with one configured
