@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.embedded import VAR_DIR
+from config.production import DEVELOPMENT_STRIPE_API_KEY, DEVELOPMENT_STRIPE_WEBHOOK_SECRET
 
 PORT = os.environ.get("PORT", "8000")
 # The provider gets its own server, as a third party would have: if the shop called
@@ -136,8 +137,8 @@ def _metrics_dir(family: str) -> dict[str, str]:
 WITH_STRIPE = os.environ.get("PAYMENT_PROVIDER", "sandbox") == "stripe"
 DEMO_STRIPE = {
     "STRIPE_API_BASE": f"http://127.0.0.1:{PROVIDER_PORT}",
-    "STRIPE_API_KEY": "sk_test_onceshop_demo",
-    "STRIPE_WEBHOOK_SECRET": "whsec_onceshop_demo_only",
+    "STRIPE_API_KEY": DEVELOPMENT_STRIPE_API_KEY,
+    "STRIPE_WEBHOOK_SECRET": DEVELOPMENT_STRIPE_WEBHOOK_SECRET,
 }
 STRIPE_STARTUP_S = 30.0
 

@@ -45,7 +45,7 @@ from payments.providers import (
     RefundResult,
     RefundStatus,
 )
-from reconcile.models import SANDBOX, StrayCapture
+from reconcile.models import StrayCapture
 from reconcile.services.claims import reconcile_backoff_s
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def stray_capture_take(
     StrayCapture.objects.bulk_create(
         [
             StrayCapture(
-                provider=SANDBOX,
+                provider=provider.name,
                 out_trade_no=out_trade_no,
                 trade_no=trade_no,
                 amount=account.amount,
@@ -162,7 +162,7 @@ def stray_capture_take(
         ],
         ignore_conflicts=True,
     )
-    stray = StrayCapture.objects.get(provider=SANDBOX, trade_no=trade_no)
+    stray = StrayCapture.objects.get(provider=provider.name, trade_no=trade_no)
     logger.warning(
         "stray capture %s of %s %s for unknown reference %s: refunding it",
         trade_no,

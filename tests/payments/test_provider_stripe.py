@@ -22,7 +22,7 @@ from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey
 from orders.models import Order
 from payments.flows import PayPoint
-from payments.models import Payment, PaymentStatus, Refund
+from payments.models import LedgerEntry, Payment, PaymentStatus, Refund
 from payments.providers import (
     ChargeStatus,
     Notification,
@@ -32,10 +32,13 @@ from payments.providers import (
     get_provider,
 )
 from payments.providers.stripe import StripeProvider
-from payments.providers.stripe_parsing import to_stripe_amount
 from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
 from reconcile.audit import audit_run
+from reconcile.models import StatementImport
+from reconcile.services.payments import run_once as reconcile_payments_once
+from reconcile.services.statements import statement_reconcile
+from reconcile.statement_report import statement_report
 from tests.conftest import client_for, new_key
 from tests.factories import pay_record_plant
 from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, emulator, intents_of
@@ -291,6 +294,10 @@ def test_the_audit_is_clean_without_the_sandbox_wallet_check(stripe_shop, pay, o
     report = audit_run()
 
     assert [finding for finding in report.findings] == []
+    # The wallet check is the sandbox's plug-in (ExtendsAudit): not run, not listed.
+    checks = [row.check for row in report.summary]
+    assert "provider: charges and net debits match the ledger" not in checks
+    assert "statements: imported, every line matched" in checks
 
 
 def _signed(body: bytes, secret: str, at: int) -> str:
@@ -444,14 +451,6 @@ def test_the_statement_is_the_days_balance_transactions(stripe_shop, pay, order,
     assert attempt.refund_no not in references
 
 
-def test_a_three_decimal_amount_stripe_cannot_take_is_refused_before_sending():
-    with pytest.raises(ProviderRejected):
-        to_stripe_amount(1995, "KWD")
-    assert to_stripe_amount(1990, "KWD") == 1990
-    assert to_stripe_amount(500, "JPY") == 500  # zero-decimal: yen, as the shop counts them
-    assert to_stripe_amount(1999, "CNY") == 1999
-
-
 def _event(kind: str, obj: dict[str, Any], event_id: str) -> bytes:
     return json.dumps(
         {"id": event_id, "object": "event", "type": kind, "data": {"object": obj}}
@@ -516,3 +515,123 @@ def test_a_refund_updated_event_settles_the_refund(stripe_shop, pay, order, clie
     row = ProviderNotification.objects.get(provider="stripe", notify_id="evt_refund")
     assert row.outcome == ProviderNotification.Outcome.DUPLICATE  # the refund's answer came first
     assert row.refund_attempt_id == attempt.pk
+
+
+# --- What Stripe refuses, and what is not final yet -------------------------------
+
+
+def test_a_create_stripe_refuses_declines_the_attempt_and_charges_nothing(
+    stripe_shop, pay, order, monkeypatch
+):
+    # Given a payment method Stripe does not know: the PaymentIntent create is refused
+    monkeypatch.setattr(get_provider(), "payment_method", "pm_not_a_payment_method")
+
+    response = pay()
+
+    # Then the answer is the stored decline, with the provider's refusal as its reason
+    assert response.status_code == 402, response.content
+    assert response.json()["code"] == "payment-declined"
+    payment = Payment.objects.get(order=order)
+    assert payment.status == PaymentStatus.FAILED
+    assert payment.failure_code.startswith("provider-rejected:")
+    # And nothing exists at Stripe, nothing was recorded as its id, the order is unpaid
+    assert payment.trade_no is None
+    assert intents_of(stripe_shop, payment.out_trade_no) == []
+    assert Order.objects.get(pk=order.pk).status == Order.Status.UNPAID
+    assert not LedgerEntry.objects.filter(payment=payment).exists()
+
+
+def test_a_card_stripe_declines_at_confirm_is_a_stored_decline(
+    stripe_shop, pay, order, monkeypatch
+):
+    monkeypatch.setattr(get_provider(), "payment_method", "pm_card_chargeCustomerFail")
+    key = new_key()
+
+    response = pay(key)
+
+    assert response.status_code == 402, response.content
+    assert response.json()["code"] == "payment-declined"
+    payment = Payment.objects.get(order=order)
+    assert payment.status == PaymentStatus.FAILED
+    assert payment.failure_code == "card_declined"
+    (intent,) = intents_of(stripe_shop, payment.out_trade_no)
+    assert intent["id"] == payment.trade_no
+    assert intent["status"] == "requires_payment_method"  # charged nothing
+    assert Order.objects.get(pk=order.pk).status == Order.Status.UNPAID
+    assert not LedgerEntry.objects.filter(payment=payment).exists()
+    # The same key replays the stored decline without asking Stripe again
+    assert pay(key).json() == response.json()
+
+
+def test_a_payment_intent_awaiting_3d_secure_is_unknown_until_retrieve_shows_it_settled(
+    stripe_shop, pay, order, monkeypatch, settings
+):
+    # Given a card that needs 3-D Secure: the confirm leaves it requires_action
+    card = emulator(stripe_shop).v1.payment_methods.create(
+        params={
+            "type": "card",
+            "card": {"number": "4000002500003155", "exp_month": 12, "exp_year": 2030, "cvc": "123"},
+        }
+    )
+    monkeypatch.setattr(get_provider(), "payment_method", card["id"])
+    settings.RECONCILE_AFTER_S = 0
+
+    response = pay()
+
+    # Then no outcome yet: 503, the attempt UNKNOWN, nothing charged
+    assert response.status_code == 503, response.content
+    assert response.json()["code"] == "payment-outcome-unknown"
+    payment = Payment.objects.get(order=order)
+    assert payment.status == PaymentStatus.UNKNOWN
+    (intent,) = intents_of(stripe_shop, payment.out_trade_no)
+    assert intent["status"] == "requires_action"
+    # And the reconciler's retrieve is not final either: it backs off, touches nothing
+    assert reconcile_payments_once().unreachable == 1
+    assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.UNKNOWN
+    assert not LedgerEntry.objects.filter(payment=payment).exists()
+
+    # When the payer completes 3-D Secure (localstripe's own endpoint for it)
+    authenticated = requests.post(
+        f"{stripe_shop}/v1/payment_intents/{intent['id']}/_authenticate",
+        data={"client_secret": intent["client_secret"], "success": "true", "key": "pk_test_x"},
+        timeout=5,  # as Stripe.js calls it: with the publishable key, not the secret one
+    )
+    assert authenticated.status_code == 200, authenticated.text
+    Payment.objects.filter(pk=payment.pk).update(next_reconcile_at=None)  # its backoff over
+
+    # Then the reconciler's next retrieve settles it: PAID, once
+    reconcile_payments_once()
+    assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.SUCCEEDED
+    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
+
+
+# --- The seam: nothing of the sandbox's when the shop uses Stripe -------------------
+
+
+def test_the_sandboxs_endpoint_is_not_there_for_a_shop_on_stripe(stripe_shop):
+    body = json.dumps({"notify_id": "n-1", "out_trade_no": "P-1", "trade_status": "SUCCESS"})
+
+    answer = APIClient().post(
+        "/api/v1/callbacks/sandbox/",
+        body,
+        content_type="application/json",
+        headers={"Sandbox-Signature": _signed(body.encode(), WEBHOOK_SECRET, int(time.time()))},
+    )
+
+    assert answer.status_code == 404
+    assert not ProviderNotification.objects.exists()
+
+
+def test_the_statement_is_imported_and_reported_under_stripes_name(stripe_shop, pay, order):
+    assert pay().status_code == 200
+    today = timezone.now().date()
+
+    statement_reconcile(day=today)
+
+    (imported,) = StatementImport.objects.all()
+    assert imported.provider == "stripe"
+    report = statement_report(day=today)
+    assert report.statement == imported
+    # localstripe keeps the earlier tests' money too (one server per session): ours is
+    # among the lines the report counts as matched.
+    assert sum(row.matched for row in report.rows if row.side == "provider") >= 1
