@@ -1,4 +1,5 @@
-"""The sandbox's signature on its notifications: ``Sandbox-Signature`` (docs/design.md, "Callbacks").
+"""The sandbox's signature on its notifications, ``Sandbox-Signature``
+(docs/design.md, "Callbacks").
 
 ``t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>``, with one
 ``v1`` per secret while secrets rotate. Checked over the raw bytes before
