@@ -167,7 +167,9 @@ class Pair:
 
     def wait_caught_up(self, timeout_s: float = 30.0) -> None:
         """Until the replica has replayed everything the primary wrote so far."""
-        (target,) = self.primary.sql("SELECT pg_current_wal_lsn()::text")[0]
+        # The insert position, not the write one: with asynchronous commit a commit
+        # may still sit in the WAL buffers, past what has been written.
+        (target,) = self.primary.sql("SELECT pg_current_wal_insert_lsn()::text")[0]
         deadline = time.monotonic() + timeout_s
         while True:
             (done,) = self.replica.sql("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,))[
