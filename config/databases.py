@@ -46,8 +46,8 @@ def databases(
     aliases = {"default": url, **({REPLICA: replica_url} if replica_url else {})}
     result: dict[str, dict[str, Any]] = {}
     for alias, alias_url in aliases.items():
-        entry: dict[str, Any] = dj_database_url.parse(
-            alias_url, conn_max_age=conn_max_age, conn_health_checks=True
+        entry: dict[str, Any] = dict(
+            dj_database_url.parse(alias_url, conn_max_age=conn_max_age, conn_health_checks=True)
         )
         options = entry.setdefault("OPTIONS", {})
         if transaction_pooling:

@@ -26,6 +26,10 @@ class HAProxy:
     backends: list[tuple[str, int]]  # (name, port) of each web node
     process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def socket(self) -> Path:
+        return self.work_dir / "haproxy.sock"
+
     def write_config(self) -> Path:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         servers = "\n".join(
@@ -33,6 +37,8 @@ class HAProxy:
         )
         config = f"""global
     maxconn 4096
+    # The runtime API: a measurement (tools/cluster/load.py) takes nodes out and back.
+    stats socket {self.socket} mode 600 level admin
 
 defaults
     mode http

@@ -121,7 +121,7 @@ def test_server_side_cursors_are_off_so_iterator_survives_a_new_server(through_p
         probe.close()
 
     # With the pooled settings the same iteration reads every row.
-    seen = []
+    seen: list[int] = []
     for pk in Product.objects.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=2):
         if not seen:
             other = hold_a_server_connection(url)
