@@ -1,7 +1,7 @@
 """HAProxy in front of the web nodes: round robin, health-checked, never a resent POST.
 
-A node that stops answering ``/healthz`` twice (1 s apart) leaves the rotation
-and rejoins on its first good answer. HAProxy retries only a connection that
+A node that misses ``/healthz`` three times (2 s apart, 3 s to answer) leaves
+the rotation and rejoins after two good answers. HAProxy retries only a connection that
 failed (its default ``retry-on conn-failure``): a request a node already
 received is never sent to a second node, so a node killed mid-pay leaves the
 client an error to retry with the same Idempotency-Key, never a silent double.
@@ -62,7 +62,10 @@ backend nodes
     balance roundrobin
     option httpchk GET /healthz
     http-check expect status 200
-    default-server inter 1s fall 2 rise 1
+    # A saturated node answers its check late, not never: 3 s to answer, three
+    # misses in a row (2 s apart) before it leaves, so load alone does not flap it.
+    timeout check 3s
+    default-server inter 2s fall 3 rise 2
 {servers}
 """
         path = self.work_dir / "haproxy.cfg"

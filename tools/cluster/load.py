@@ -40,9 +40,9 @@ def _haproxy(command: str) -> str:
         return conn.recv(65536).decode()
 
 
-def _cpu_by_family() -> dict[str, float]:
-    """CPU seconds used so far by each kind of process on the machine."""
-    totals: Counter[str] = Counter()
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command line, CPU seconds used so far)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -53,25 +53,55 @@ def _cpu_by_family() -> dict[str, float]:
             continue
         fields = stat.rsplit(")", 1)[1].split()
         seconds = (int(fields[11]) + int(fields[12])) / TICKS
-        totals[_family(cmdline, int(entry.name))] += seconds
+        found[int(entry.name)] = (int(fields[1]), cmdline, seconds)
+    return found
+
+
+def _cpu_by_family(runner: int) -> dict[str, float]:
+    """CPU seconds used so far by each kind of the cluster's processes.
+
+    The cluster's are the runner's descendants; the machine is shared, and what
+    everything else used is one line of its own.
+    """
+    processes = _processes()
+    totals: Counter[str] = Counter()
+    for pid, (_, cmdline, seconds) in processes.items():
+        if pid == os.getpid():
+            family = "load generator"
+        elif _descends(pid, runner, processes):
+            family = _family(cmdline)
+        else:
+            family = "the rest of the machine"
+        totals[family] += seconds
     return dict(totals)
 
 
-def _family(cmdline: str, pid: int) -> str:
-    if pid == os.getpid():
-        return "load generator"
+def _descends(pid: int, ancestor: int, processes: dict[int, tuple[int, str, float]]) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = processes.get(pid, (0, "", 0.0))[0]
+    return False
+
+
+def _family(cmdline: str) -> str:
     for needle, name in (
-        ("postgres", "postgresql"),
+        ("postgres", "postgresql (primary + replica)"),
         ("pgbouncer", "pgbouncer"),
         ("haproxy", "haproxy"),
-        ("gunicorn", "gunicorn (web + provider)"),
-        ("celery", "celery"),
-        ("redis", "redis"),
-        ("beam.smp", "rabbitmq"),
+        ("gunicorn", "gunicorn web nodes (+ provider)"),
+        ("celery", "celery workers and beats"),
     ):
         if needle in cmdline:
             return name
-    return "other"
+    return "runner"
+
+
+def _runner() -> int:
+    for pid, (_, cmdline, _) in _processes().items():
+        if "-m demo.cluster" in cmdline and pid != os.getpid():
+            return pid
+    raise SystemExit("no `make cluster` is running")
 
 
 def _token(base: str, username: str, password: str) -> str:
@@ -96,6 +126,7 @@ def _product(base: str, staff: str) -> str:
 
 def run(base: str, tokens: list[str], sku: str, clients: int, seconds: float) -> Counter[int]:
     statuses: Counter[int] = Counter()
+    samples: dict[int, str] = {}
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
 
@@ -106,19 +137,24 @@ def run(base: str, tokens: list[str], sku: str, clients: int, seconds: float) ->
         while time.monotonic() < stop_at:
             key = {"Idempotency-Key": uuid.uuid4().hex}
             try:
-                code = session.post(
+                answer = session.post(
                     f"{base}/api/v1/orders/", json=body, headers={**headers, **key}, timeout=30
-                ).status_code
-            except requests.RequestException:
-                code = 0
+                )
+                code, text = answer.status_code, answer.text[:200]
+            except requests.RequestException as error:
+                code, text = 0, str(error)[:200]
             with lock:
                 statuses[code] += 1
+                if code != 201 and code not in samples:
+                    samples[code] = text
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    for code, text in samples.items():
+        print(f"  (first {code}: {text})")
     return statuses
 
 
@@ -136,16 +172,17 @@ def main() -> int:
         for user, password in (("alice", "alice-pays-once"), ("bob", "bob-pays-once"))
     ]
     sku = _product(base, staff)
+    runner = _runner()
     for count in range(1, len(names) + 1):
         for index, name in enumerate(names):
             verb = "enable" if index < count else "disable"
             _haproxy(f"{verb} server nodes/{name}")
         time.sleep(2)  # the health checks settle (1 s apart)
-        before = _cpu_by_family()
+        before = _cpu_by_family(runner)
         started = time.monotonic()
         statuses = run(base, tokens, sku, args.clients, args.seconds)
         elapsed = time.monotonic() - started
-        after = _cpu_by_family()
+        after = _cpu_by_family(runner)
         done = sum(n for code, n in statuses.items() if code == 201)
         print(f"\n{count} web node(s): {done / elapsed:.1f} orders/s created "
               f"({dict(statuses)} in {elapsed:.1f} s, {args.clients} clients)")  # fmt: skip

@@ -39,14 +39,14 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-QUEUE = os.environ.get("PROBE_QUEUE", "redelivery-probe")
+QUEUE = os.environ.get("PROBE_QUEUE", "onceshop-redelivery-probe")
 app = Celery("redelivery-probe")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_default_queue = QUEUE
 # The probe outlives the kill by far: the second start is the redelivery, never a
 # first run that finished.
 PROBE_SLEEP_S = 600
-WORKER_READY_TIMEOUT_S = 90.0
+WORKER_READY_TIMEOUT_S = 240.0
 
 
 @app.task(name="redelivery.probe")
@@ -57,14 +57,14 @@ def probe(marker: str) -> None:
     time.sleep(PROBE_SLEEP_S)
 
 
-def _worker(env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+def _worker(env: dict[str, str], name: str, queue: str) -> subprocess.Popen[bytes]:
     argv = [
         os.path.join(os.path.dirname(sys.executable), "celery"),
         "-A",
         "tools.cluster.redelivery:app",
         "worker",
         "-Q",
-        QUEUE,
+        queue,
         "--concurrency",
         "1",
         "-n",
@@ -98,12 +98,14 @@ def measure(kill: str) -> float:
     marker = uuid.uuid4().hex
     store = redis.Redis.from_url(settings.REDIS_URL)
     env = dict(os.environ)
-    first = _worker(env, f"probe-a-{marker[:6]}")
+    # A queue of its own: what an earlier case left unacknowledged never meets it.
+    queue = f"{QUEUE}-{marker[:12]}"
+    first = _worker(env, f"probe-a-{marker[:6]}", queue)
     second: subprocess.Popen[bytes] | None = None
     try:
-        probe.apply_async(args=(marker,))
+        probe.apply_async(args=(marker,), queue=queue)
         _wait(lambda: store.llen(f"probe:{marker}") >= 1, WORKER_READY_TIMEOUT_S, "first start")
-        second = _worker(env, f"probe-b-{marker[:6]}")
+        second = _worker(env, f"probe-b-{marker[:6]}", queue)
         time.sleep(8)  # the idle worker connects and starts consuming (no ready signal)
         if kill == "pool":
             for pid in _pool_pids(first.pid):
@@ -123,6 +125,8 @@ def measure(kill: str) -> float:
                     os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
         store.delete(f"probe:{marker}")
+        with app.connection_for_write() as connection:
+            app.amqp.queues[queue].bind(connection.default_channel).delete()
 
 
 def main() -> int:
