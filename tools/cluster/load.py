@@ -64,7 +64,7 @@ def _cpu_by_family(runner: int) -> dict[str, float]:
     everything else used is one line of its own.
     """
     processes = _processes()
-    totals: Counter[str] = Counter()
+    totals: dict[str, float] = {}
     for pid, (_, cmdline, seconds) in processes.items():
         if pid == os.getpid():
             family = "load generator"
@@ -72,8 +72,8 @@ def _cpu_by_family(runner: int) -> dict[str, float]:
             family = _family(cmdline)
         else:
             family = "the rest of the machine"
-        totals[family] += seconds
-    return dict(totals)
+        totals[family] = totals.get(family, 0.0) + seconds
+    return totals
 
 
 def _descends(pid: int, ancestor: int, processes: dict[int, tuple[int, str, float]]) -> bool:

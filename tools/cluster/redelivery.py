@@ -115,7 +115,9 @@ def measure(kill: str) -> float:
         killed_at = time.time()
         timeout = settings.CELERY_VISIBILITY_TIMEOUT_S + 300
         _wait(lambda: store.llen(f"probe:{marker}") >= 2, timeout, "second start")
-        second_start = float(store.lindex(f"probe:{marker}", 1).decode().split(":")[0])
+        entry = store.lindex(f"probe:{marker}", 1)
+        assert isinstance(entry, bytes)
+        second_start = float(entry.decode().split(":")[0])
         return second_start - killed_at
     finally:
         store.set(f"probe-over:{marker}", 1, ex=24 * 3600)
