@@ -64,8 +64,10 @@ backend nodes
     http-check expect status 200
     # A saturated node answers its check late, not never: 3 s to answer, three
     # misses in a row (2 s apart) before it leaves, so load alone does not flap it.
+    # A node that refuses or cuts a real request is out at once (observe layer4),
+    # without waiting for its checks: a killed node costs one error, not three checks.
     timeout check 3s
-    default-server inter 2s fall 3 rise 2
+    default-server inter 2s fall 3 rise 2 observe layer4 error-limit 1 on-error mark-down
 {servers}
 """
         path = self.work_dir / "haproxy.cfg"

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
+
 from config.demo import QUIET_WORKER, Child, _gunicorn, _stop
 from demo.cluster import preflight
 from demo.cluster.haproxy import HAProxy
@@ -51,6 +53,9 @@ RESTART_CAP_S = 30.0
 STABLE_AFTER_S = 60.0
 # How often state.json is brought up to date with the processes' pids.
 STATE_EVERY_S = 1.0
+# Every web server answers /healthz within this long of its start, even on a busy
+# machine (a gunicorn boots in a few seconds).
+READY_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -210,6 +215,20 @@ def write_state(
     partial.replace(STATE_FILE)
 
 
+def _wait_healthy(urls: list[str]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    for base in urls:
+        while True:
+            try:
+                if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{base} did not answer /healthz")
+            time.sleep(0.2)  # a booting server has no readiness signal beyond answering
+
+
 def _revive(
     name: str, alive: bool, start: Callable[[], None], restarts: Restarts, now: float
 ) -> bool:
@@ -301,11 +320,14 @@ def main() -> int:
             child.start()
         balancer.start()
         url = f"http://127.0.0.1:{port}"
+        provider_url = f"http://127.0.0.1:{port + 1}"
         write = lambda: write_state(  # noqa: E731
             url=url, nodes=nodes, pair=pair, bouncer=bouncer,
             broker=broker, env=env,
         )  # fmt: skip
-        time.sleep(1.0)  # let gunicorn and celery fork, so state.json lists their pids
+        # Announced (state.json, the banner) once every web server answers: a
+        # newcomer's first request then never meets a node still booting.
+        _wait_healthy([f"http://127.0.0.1:{node.port}" for node in nodes] + [url, provider_url])
         write()
         print(
             f"\nOnceShop cluster: {url}/  ({count} web nodes behind HAProxy; Ctrl-C stops it)"
