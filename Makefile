@@ -15,7 +15,7 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab alerts chaos clean
+.PHONY: install messages lock demo cluster cluster-test story audit reconcile shell test lint format bench lab alerts chaos clean
 
 install: $(STAMP) messages
 
@@ -40,6 +40,18 @@ lock: install
 # The demo profile: development secrets, embedded services, the sandbox provider.
 demo: install
 	DEMO_MODE=true $(WITH_SERVICES) $(PY) -m config.demo
+
+# The same shop as a small cluster of real engines on loopback (docs/scaling.md):
+# HAProxy, CLUSTER_NODES web nodes, PgBouncer, a primary and its streaming replica,
+# workers and beats on two nodes over RabbitMQ. Needs Debian's haproxy, pgbouncer,
+# postgresql and rabbitmq-server (it names what is missing). Ctrl-C stops all of it.
+cluster: install
+	DEMO_MODE=true $(PY) -m demo.cluster
+
+# The whole cluster started, used, hit by a node kill and stopped, in a temporary
+# directory (minutes; needs what `make cluster` needs, so not part of `make test`).
+cluster-test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests/cluster/cluster_run.py
 
 # Beside a running `make demo` (same PORT), in its profile and on its services: the
 # settings find the shop and its provider from PORT, so `PORT=9000 make demo` pairs

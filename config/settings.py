@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import dj_database_url
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
+from config.databases import databases
 from config.production import (
     DEVELOPMENT_PROVIDER_API_KEY,
     DEVELOPMENT_SECRET_KEY,
@@ -164,24 +164,31 @@ DATABASE_URL = os.environ["DATABASE_URL"]
 # request uses it: one the server ended meanwhile (a restart, a failover, an idle
 # timeout) is replaced instead of failing that request with a 500.
 DATABASE_CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 60)
-DATABASES = {
-    "default": dj_database_url.parse(
-        DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE, conn_health_checks=True
-    )
-}
 # A request that waits on a row lock longer than this fails with 503 `lock-timeout`
 # instead of hanging: shorter than any client or gateway timeout in front of us.
 DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 5000)
-DATABASES["default"].setdefault("OPTIONS", {})
-DATABASES["default"]["OPTIONS"]["options"] = f"-c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
-# Never on: the idempotency layer owns its transactions (one per phase).
-DATABASES["default"]["ATOMIC_REQUESTS"] = False
+# A streaming replica for the reads that may be stale (config/dbrouter.py), and a
+# pooler in transaction mode in front of PostgreSQL (config/databases.py says what
+# that changes; docs/scaling.md). Both off by default: one server, direct.
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")
+DATABASE_TRANSACTION_POOLING = env_bool("DATABASE_TRANSACTION_POOLING", False)
+DATABASES = databases(
+    url=DATABASE_URL,
+    replica_url=DATABASE_REPLICA_URL,
+    conn_max_age=DATABASE_CONN_MAX_AGE,
+    lock_timeout_ms=DATABASE_LOCK_TIMEOUT_MS,
+    transaction_pooling=DATABASE_TRANSACTION_POOLING,
+)
+DATABASE_ROUTERS = ["config.dbrouter.PrimaryReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis and Celery -----------------------------------------------------------
 REDIS_URL = os.environ["REDIS_URL"]
-# kombu spells a Unix socket URL differently from redis-py.
-CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+# The broker is Redis unless CELERY_BROKER_URL names another (RabbitMQ: amqp://...);
+# Redis keeps the tokens, throttles and locks either way. kombu spells a Unix socket
+# URL differently from redis-py.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL.replace("unix://", "redis+socket://", 1))
+BROKER_IS_AMQP = CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://"))
 CELERY_RESULT_BACKEND = None
 # The queue every task goes to (and workers consume); tests use their own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
@@ -195,8 +202,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Hard limit on any task; the broker's visibility timeout below must exceed it,
 # or Redis would hand a still-running task to a second worker.
 CELERY_TASK_TIME_LIMIT = 300
+# Redis only: a message a worker took and never acknowledged (the whole worker was
+# killed) goes back to the queue after this long. An hour: far above the task limit.
+# RabbitMQ needs no such timer: it requeues the moment the connection drops.
+CELERY_VISIBILITY_TIMEOUT_S = env_int("CELERY_VISIBILITY_TIMEOUT_S", 3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": 3600,
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S,
     # A broker that accepts connections and never answers (frozen, swapped out) must
     # not hang the request that enqueues at commit (without these: for ever). Give
     # up after 2 s, above the worker's 1 s BRPOP; Celery's publish retries (below)
@@ -207,6 +218,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 2,
 }
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 0}
+if BROKER_IS_AMQP:
+    # RabbitMQ: quorum queues (replicated by Raft; a classic queue lives on one node).
+    # They have no global prefetch, which Celery detects, and they take delayed tasks
+    # (countdown) through RabbitMQ's native delayed delivery, which routes by topic.
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = "quorum"
+    CELERY_TASK_DEFAULT_EXCHANGE_TYPE = "topic"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
+    CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_TIMEZONE = "UTC"
 
 # --- Reconciliation (reconcile/): beat's periodic work and its timings -------------
