@@ -74,8 +74,11 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 
 # The bench runs in the harness profile, as the tests do (bench/__init__.py).
+# `make bench SUITE=peers` runs one suite (`SUITE="orders pay"` several);
+# `make bench BENCH_ARGS=--quick` passes anything else to `python -m bench`.
+SUITE ?=
 bench: install
-	$(WITH_SERVICES) $(PY) -m bench
+	$(WITH_SERVICES) $(PY) -m bench $(foreach suite,$(SUITE),--suite $(suite)) $(BENCH_ARGS)
 
 # The alerting rules: promtool parses them and runs their unit tests (each alert
 # fires past its bound, not before). promtool: Debian's `prometheus` package.
