@@ -44,7 +44,11 @@ demo: install
 # Beside a running `make demo` (same PORT), in its profile and on its services: the
 # settings find the shop and its provider from PORT, so `PORT=9000 make demo` pairs
 # with `PORT=9000 make story`.
-BESIDE_DEMO := DEMO_MODE=true $(WITH_SERVICES) $(PY) manage.py
+# A person reads what these print: logs go to stderr in the plain format, warnings
+# and errors only (LOG_LEVEL=INFO make story shows the rest), never JSON lines
+# between the sentences. Servers keep JSON (the settings' default).
+FOR_A_PERSON := LOG_FORMAT=$${LOG_FORMAT:-plain} LOG_LEVEL=$${LOG_LEVEL:-WARNING}
+BESIDE_DEMO := DEMO_MODE=true $(FOR_A_PERSON) $(WITH_SERVICES) $(PY) manage.py
 
 story: install
 	$(BESIDE_DEMO) story
@@ -88,7 +92,7 @@ alerts:
 
 # The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
 lab: install
-	$(WITH_SERVICES) $(PY) -m lab $(EXP)
+	$(FOR_A_PERSON) $(WITH_SERVICES) $(PY) -m lab $(EXP)
 
 # Chaos at scale (docs/reliability.md): `make chaos ORDERS=10000`. PostgreSQL is
 # DATABASE_URL's server (or the embedded one); Redis is the run's own, since the

@@ -21,6 +21,10 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def _environment() -> tuple[str, str]:
     """The lab's database URL and the port the shop will answer on; sets the env."""
+    # A person reads the table: the shop it serves logs plain warnings to stderr,
+    # not a JSON line per request between the lab's sentences (as `make lab` sets).
+    os.environ.setdefault("LOG_FORMAT", "plain")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
     if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
         from config.embedded import ensure_environment
 
