@@ -56,7 +56,11 @@ cluster-test: install
 # Beside a running `make demo` (same PORT), in its profile and on its services: the
 # settings find the shop and its provider from PORT, so `PORT=9000 make demo` pairs
 # with `PORT=9000 make story`.
-BESIDE_DEMO := DEMO_MODE=true $(WITH_SERVICES) $(PY) manage.py
+# A person reads what these print: logs go to stderr in the plain format, warnings
+# and errors only (LOG_LEVEL=INFO make story shows the rest), never JSON lines
+# between the sentences. Servers keep JSON (the settings' default).
+FOR_A_PERSON := LOG_FORMAT=$${LOG_FORMAT:-plain} LOG_LEVEL=$${LOG_LEVEL:-WARNING}
+BESIDE_DEMO := DEMO_MODE=true $(FOR_A_PERSON) $(WITH_SERVICES) $(PY) manage.py
 
 story: install
 	$(BESIDE_DEMO) story
@@ -86,8 +90,11 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 
 # The bench runs in the harness profile, as the tests do (bench/__init__.py).
+# `make bench SUITE=peers` runs one suite (`SUITE="orders pay"` several);
+# `make bench BENCH_ARGS=--quick` passes anything else to `python -m bench`.
+SUITE ?=
 bench: install
-	$(WITH_SERVICES) $(PY) -m bench
+	$(WITH_SERVICES) $(PY) -m bench $(foreach suite,$(SUITE),--suite $(suite)) $(BENCH_ARGS)
 
 # The alerting rules: promtool parses them and runs their unit tests (each alert
 # fires past its bound, not before). promtool: Debian's `prometheus` package.
@@ -97,7 +104,7 @@ alerts:
 
 # The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
 lab: install
-	$(WITH_SERVICES) $(PY) -m lab $(EXP)
+	$(FOR_A_PERSON) $(WITH_SERVICES) $(PY) -m lab $(EXP)
 
 # Chaos at scale (docs/reliability.md): `make chaos ORDERS=10000`. PostgreSQL is
 # DATABASE_URL's server (or the embedded one); Redis is the run's own, since the

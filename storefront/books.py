@@ -29,6 +29,7 @@ from payments.providers import KeepsWallets, get_provider
 from reconcile.audit import audit_run
 from reconcile.desk.actions import ACTIONS
 from reconcile.desk.selectors import cases_open
+from storefront.labels import notification_outcome
 
 # The page shows the most recent payers' wallets only: each is one HTTP request to
 # the provider, and the page refreshes every few seconds.
@@ -88,9 +89,10 @@ class GaugeRow:
     @classmethod
     def of(cls, gauge: GaugeValue) -> GaugeRow:
         if gauge.name.endswith("_timestamp_seconds"):
-            shown = f"{max(0.0, time.time() - gauge.value):.0f} s ago"
+            seconds = f"{max(0.0, time.time() - gauge.value):.0f}"
+            shown = gettext("%(seconds)s s ago") % {"seconds": seconds}
         elif gauge.name.endswith("_seconds"):
-            shown = f"{gauge.value:.0f} s"
+            shown = gettext("%(seconds)s s") % {"seconds": f"{gauge.value:.0f}"}
         else:
             shown = f"{gauge.value:.0f}"
         labels = ", ".join(f'{name}="{value}"' for name, value in gauge.labels.items())
@@ -206,7 +208,7 @@ def _records(now: datetime) -> dict[str, int]:
 
 def _notifications() -> dict[str, int]:
     return {
-        row["outcome"]: row["n"]
+        notification_outcome(row["outcome"]): row["n"]
         for row in ProviderNotification.objects.values("outcome").annotate(n=Count("id"))
     }
 

@@ -17,6 +17,7 @@ from orders.selectors import order_get, order_list, product_list
 from payments.models import LIVE_STATUSES, Payment, PaymentStatus, Refund
 from sandbox.models import Fault
 from sandbox.selectors import fault_list_active
+from storefront.labels import notification_outcome
 from storefront.templatetags.storefront import money
 
 # Two timestamps closer than this were written by the same transaction (the pay
@@ -285,7 +286,10 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
                     notification.received_at,
                     "notification",
                     gettext("Notification %(id)s received: %(outcome)s")
-                    % {"id": _short(notification.notify_id), "outcome": notification.outcome},
+                    % {
+                        "id": _short(notification.notify_id),
+                        "outcome": notification_outcome(notification.outcome),
+                    },
                     gettext("%(status)s; the shop answered %(answer)s (the same for every copy)")
                     % {
                         "status": notification.trade_status,
