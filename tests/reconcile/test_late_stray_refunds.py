@@ -14,15 +14,22 @@ each step happens exactly when the scenario says.
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connection
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from payments.providers import get_provider
+from reconcile.desk.models import Case, ItemFailure
+from reconcile.desk.services import notification_case_open
 from reconcile.models import (
     LineOutcome,
     StatementDiscrepancy,
@@ -30,17 +37,19 @@ from reconcile.models import (
     StatementLine,
     StrayCapture,
 )
+from reconcile.services import notifications as notification_jobs
 from reconcile.services.statement_jobs import leftovers_run_once
 from reconcile.services.statements import (
     statement_download,
     statement_match,
     statement_reconcile,
 )
-from reconcile.services.strays import stray_refund_no, stray_refund_restart
+from reconcile.services.strays import stray_refund_no, stray_refund_restart, strays_unrefunded
 from sandbox.delivery import notification_deliver
 from sandbox.models import Notification as ProviderNotice
 from sandbox.models import Refund as ProviderRefund
 from sandbox.services.late_success import refund_late_success_settle
+from tests.callbacks.test_api import notify
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, provider_refunds
 
@@ -212,3 +221,138 @@ def test_a_stray_refund_line_met_while_the_provider_is_away_waits_for_it(
     assert StrayCapture.objects.get().refund_status == "SUCCEEDED"
     assert not StatementDiscrepancy.objects.exists()
     assert_audit_clean()
+
+
+class CountingProvider:
+    """The real provider, noting which refund references it was asked about."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.asked: list[str] = []
+
+    def query_refund(self, *, out_refund_no: str) -> Any:
+        self.asked.append(out_refund_no)
+        return self.real.query_refund(out_refund_no=out_refund_no)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_late_success_notice_the_provider_denies_is_asked_about_once_then_held_by_a_case(
+    user, fault
+):
+    # Given a stray whose refund S1 was declined, its next attempt an hour away
+    fault("decline", target="refund")
+    notified_stray_charge(user)
+    statement_reconcile(day=today())
+    stray = StrayCapture.objects.get()
+    assert stray.refund_status == "FAILED"
+    StrayCapture.objects.update(next_refund_at=timezone.now() + timedelta(hours=1))
+    # ... and a signed notification that S1 succeeded after all, which it did not
+    first = stray_refund_no(stray.trade_no, 1)
+    notice = notify(
+        {
+            "event": "refund",
+            "notify_id": f"N{uuid.uuid4().hex[:16]}",
+            "refund_id": "RF-never",
+            "out_refund_no": first,
+            "out_trade_no": stray.out_trade_no,
+            "status": "SUCCESS",
+            "amount": stray.amount,
+            "currency": stray.currency,
+        }
+    )
+    assert notice.status_code < 500, notice.content
+    [late] = ProviderNotification.objects.filter(out_refund_no=first)
+    assert late.outcome == "unmatched"
+
+    # When the leftovers job runs, twice
+    provider = CountingProvider(get_provider())
+    leftovers_run_once(provider=provider)
+    asked_first = list(provider.asked)
+    provider.asked.clear()
+    leftovers_run_once(provider=provider)
+
+    # Then the provider was asked about S1 at once (not after the backoff), denied
+    # it, and the notification became a case; the next pass asks nothing and the
+    # stray waits for its backoff: no S2, nothing more refunded
+    assert asked_first == [first]
+    assert provider.asked == []
+    [case] = Case.objects.filter(subject_type="notification", subject_id=late.pk)
+    assert (case.state, case.kind) == ("open", "unknown-notification")
+    assert strays_unrefunded() == []
+    stray.refresh_from_db()
+    assert (stray.refund_status, stray.refund_attempts) == ("FAILED", 1)
+    assert provider_refunds(stray.out_trade_no) == [(first, "DECLINED")]
+    # ... and once its backoff is over it is due again, like any declined one
+    StrayCapture.objects.update(next_refund_at=timezone.now())
+    assert [s.pk for s in strays_unrefunded()] == [stray.pk]
+
+
+def test_a_late_success_notice_held_by_a_case_does_not_make_its_stray_due(user, fault):
+    # Given a declined stray refund waiting out its backoff, and a refund-success
+    # notification about it that a case holds (a person took it)
+    fault("decline", target="refund")
+    notified_stray_charge(user)
+    statement_reconcile(day=today())
+    stray = StrayCapture.objects.get()
+    StrayCapture.objects.update(next_refund_at=timezone.now() + timedelta(hours=1))
+    first = stray_refund_no(stray.trade_no, 1)
+    notify(
+        {
+            "event": "refund",
+            "notify_id": f"N{uuid.uuid4().hex[:16]}",
+            "refund_id": "RF-never",
+            "out_refund_no": first,
+            "out_trade_no": stray.out_trade_no,
+            "status": "SUCCESS",
+            "amount": stray.amount,
+            "currency": stray.currency,
+        }
+    )
+    late = ProviderNotification.objects.get(out_refund_no=first)
+    assert [s.pk for s in strays_unrefunded()] == [stray.pk]  # due at once, until held
+    assert notification_case_open(notification=late) is not None
+
+    # When the leftovers job looks for strays to refund, Then it finds none
+    assert strays_unrefunded() == []
+
+
+def test_two_reconcilers_and_a_notification_job_on_one_late_stray_refund_book_it_once(
+    user, fault, wallet
+):
+    # Given S1 declined, S2 live and not sent yet, S1 carried out late and its
+    # notification delivered (unmatched: no attempt of ours)
+    stray = first_declined_then_second_started(user, fault, silent=False)
+    carry_out_first(stray)
+    deliver_all(stray.out_trade_no)
+
+    # When two reconcilers' leftovers (no single-runner lock: as if it had expired)
+    # and the notification job race, each in its own thread and connection
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def racer(work: Callable[[], Any]) -> None:
+        try:
+            barrier.wait()
+            work()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=racer, args=(work,))
+        for work in (leftovers_run_once, leftovers_run_once, notification_jobs.run_once)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    # Then no error (none raised, none counted by an item's guard), S1 recorded once as
+    # the stray's refund, and S2 never sent
+    assert errors == []
+    assert not ItemFailure.objects.exists()
+    assert provider_refunds(stray.out_trade_no) == [(stray_refund_no(stray.trade_no, 1), "SUCCESS")]
+    assert_refunded_once(stray, user, wallet)
