@@ -253,12 +253,8 @@ def stray_refund_restart(*, stray: StrayCapture, provider: PaymentProvider) -> b
     starts nothing either (the next pass asks again). Then one conditional
     UPDATE on the attempt number: of two runners, one moves it.
     """
-    try:
-        if stray_refund_find_late(stray=stray, provider=provider):
-            return False
-    except ProviderOutcomeUnknown as error:
-        logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
-        return False
+    if _found_late(stray=stray, provider=provider) is not False:
+        return False  # refunded late after all, or the provider could not be asked
     started = (
         StrayCapture.objects.filter(
             pk=stray.pk,
@@ -301,6 +297,16 @@ def stray_late_notifications() -> QuerySet[ProviderNotification]:
     ).exclude(pk__in=notifications_held())
 
 
+def _found_late(*, stray: StrayCapture, provider: PaymentProvider) -> bool | None:
+    """``stray_refund_find_late`` over every reference; None if the provider could not
+    be asked (logged: the next pass asks again)."""
+    try:
+        return stray_refund_find_late(stray=stray, provider=provider)
+    except ProviderOutcomeUnknown as error:
+        logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
+        return None
+
+
 def strays_unrefunded() -> list[StrayCapture]:
     """Stray captures whose refund is not settled yet, those whose declined refund is
     due for its next attempt, and declined ones the provider has since notified a
@@ -331,12 +337,9 @@ def stray_late_notified(*, stray: StrayCapture, provider: PaymentProvider) -> bo
     about again on every pass; the stray then waits for its backoff like any
     other. An unreachable provider opens nothing (the next pass asks again).
     """
-    try:
-        if stray_refund_find_late(stray=stray, provider=provider):
-            return True
-    except ProviderOutcomeUnknown as error:
-        logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
-        return False
+    found = _found_late(stray=stray, provider=provider)
+    if found is not False:
+        return bool(found)  # refunded late after all, or the provider could not be asked
     for notification in stray_late_notifications().filter(out_trade_no=stray.out_trade_no):
         notification_case_open(
             notification=notification,

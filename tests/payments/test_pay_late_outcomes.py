@@ -106,6 +106,10 @@ class CountingProvider:
         self.asked.append(out_trade_no)
         return self.real.query(out_trade_no=out_trade_no)
 
+    def query_refund(self, *, out_refund_no: str) -> Any:
+        self.asked.append(out_refund_no)
+        return self.real.query_refund(out_refund_no=out_refund_no)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 

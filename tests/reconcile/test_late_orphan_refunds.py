@@ -12,12 +12,7 @@ Celery tasks run by a real worker.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
@@ -33,6 +28,7 @@ from reconcile.services import refunds as refund_jobs
 from reconcile.services.passes import pass_run_once
 from reconcile.services.statements import statement_reconcile
 from sandbox.models import Refund as ProviderRefund
+from tests.concurrency.helpers import race
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import (
     orphaned,
@@ -56,7 +52,8 @@ def declined_first_refund(pay, fault, worker, settings, *, silent: bool) -> Paym
     fault("late_success", target="refund", delay_s=LATE_S)
     if silent:
         fault("callback_drop", target="refund")
-    settings.RECONCILE_BACKOFF_BASE_S = 3600  # A2 waits: the test decides when it is sent
+    # A2 waits: the test decides when it is sent (the cap too, or it is 2 s)
+    settings.RECONCILE_BACKOFF_BASE_S = settings.RECONCILE_BACKOFF_CAP_S = 3600
     job = notification_jobs.run_once()  # books the orphaned capture, starts A1
     assert job.resolved == 1
     refund_jobs.run_once()  # sends A1: declined
@@ -238,31 +235,12 @@ def test_two_reconcilers_and_a_notification_job_on_one_late_refund_book_it_once(
     # When two reconcilers (no single-runner lock: as if it had expired), the
     # notification job and a statement import race, each in its own thread and
     # connection
-    barrier = threading.Barrier(4)
-    errors: list[BaseException] = []
-
-    def racer(work: Callable[[], Any]) -> None:
-        try:
-            barrier.wait()
-            work()
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [
-        threading.Thread(target=racer, args=(work,))
-        for work in (
-            refund_jobs.run_once,
-            refund_jobs.run_once,
-            notification_jobs.run_once,
-            lambda: statement_reconcile(day=today()),
-        )
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = race(
+        refund_jobs.run_once,
+        refund_jobs.run_once,
+        notification_jobs.run_once,
+        lambda: statement_reconcile(day=today()),
+    )
 
     # Then no deadlock, no error (none raised, none counted by an item's guard), and
     # A1 booked once

@@ -14,16 +14,12 @@ each step happens exactly when the scenario says.
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
@@ -50,6 +46,8 @@ from sandbox.models import Notification as ProviderNotice
 from sandbox.models import Refund as ProviderRefund
 from sandbox.services.late_success import refund_late_success_settle
 from tests.callbacks.test_api import notify
+from tests.concurrency.helpers import race
+from tests.payments.test_pay_late_outcomes import CountingProvider
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, provider_refunds
 
@@ -223,32 +221,15 @@ def test_a_stray_refund_line_met_while_the_provider_is_away_waits_for_it(
     assert_audit_clean()
 
 
-class CountingProvider:
-    """The real provider, noting which refund references it was asked about."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.asked: list[str] = []
-
-    def query_refund(self, *, out_refund_no: str) -> Any:
-        self.asked.append(out_refund_no)
-        return self.real.query_refund(out_refund_no=out_refund_no)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-def test_a_late_success_notice_the_provider_denies_is_asked_about_once_then_held_by_a_case(
-    user, fault
-):
-    # Given a stray whose refund S1 was declined, its next attempt an hour away
+def declined_with_a_success_notice(user, fault) -> tuple[StrayCapture, ProviderNotification]:
+    """A stray whose refund S1 was declined (its next attempt an hour away), and a
+    signed notification that S1 succeeded, which the provider does not confirm."""
     fault("decline", target="refund")
     notified_stray_charge(user)
     statement_reconcile(day=today())
     stray = StrayCapture.objects.get()
     assert stray.refund_status == "FAILED"
     StrayCapture.objects.update(next_refund_at=timezone.now() + timedelta(hours=1))
-    # ... and a signed notification that S1 succeeded after all, which it did not
     first = stray_refund_no(stray.trade_no, 1)
     notice = notify(
         {
@@ -263,8 +244,18 @@ def test_a_late_success_notice_the_provider_denies_is_asked_about_once_then_held
         }
     )
     assert notice.status_code < 500, notice.content
-    [late] = ProviderNotification.objects.filter(out_refund_no=first)
+    late = ProviderNotification.objects.get(out_refund_no=first)
     assert late.outcome == "unmatched"
+    return stray, late
+
+
+def test_a_late_success_notice_the_provider_denies_is_asked_about_once_then_held_by_a_case(
+    user, fault
+):
+    # Given a stray whose refund S1 was declined, its next attempt an hour away, and
+    # a signed notification that S1 succeeded after all, which it did not
+    stray, late = declined_with_a_success_notice(user, fault)
+    first = stray_refund_no(stray.trade_no, 1)
 
     # When the leftovers job runs, twice
     provider = CountingProvider(get_provider())
@@ -292,25 +283,7 @@ def test_a_late_success_notice_the_provider_denies_is_asked_about_once_then_held
 def test_a_late_success_notice_held_by_a_case_does_not_make_its_stray_due(user, fault):
     # Given a declined stray refund waiting out its backoff, and a refund-success
     # notification about it that a case holds (a person took it)
-    fault("decline", target="refund")
-    notified_stray_charge(user)
-    statement_reconcile(day=today())
-    stray = StrayCapture.objects.get()
-    StrayCapture.objects.update(next_refund_at=timezone.now() + timedelta(hours=1))
-    first = stray_refund_no(stray.trade_no, 1)
-    notify(
-        {
-            "event": "refund",
-            "notify_id": f"N{uuid.uuid4().hex[:16]}",
-            "refund_id": "RF-never",
-            "out_refund_no": first,
-            "out_trade_no": stray.out_trade_no,
-            "status": "SUCCESS",
-            "amount": stray.amount,
-            "currency": stray.currency,
-        }
-    )
-    late = ProviderNotification.objects.get(out_refund_no=first)
+    stray, late = declined_with_a_success_notice(user, fault)
     assert [s.pk for s in strays_unrefunded()] == [stray.pk]  # due at once, until held
     assert notification_case_open(notification=late) is not None
 
@@ -329,26 +302,7 @@ def test_two_reconcilers_and_a_notification_job_on_one_late_stray_refund_book_it
 
     # When two reconcilers' leftovers (no single-runner lock: as if it had expired)
     # and the notification job race, each in its own thread and connection
-    barrier = threading.Barrier(3)
-    errors: list[BaseException] = []
-
-    def racer(work: Callable[[], Any]) -> None:
-        try:
-            barrier.wait()
-            work()
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [
-        threading.Thread(target=racer, args=(work,))
-        for work in (leftovers_run_once, leftovers_run_once, notification_jobs.run_once)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = race(leftovers_run_once, leftovers_run_once, notification_jobs.run_once)
 
     # Then no error (none raised, none counted by an item's guard), S1 recorded once as
     # the stray's refund, and S2 never sent
