@@ -67,6 +67,8 @@ def order_refund_flow(
     and the stored answer together. An unknown outcome answers 503 and leaves
     the record at ``refund_created``; the same key resumes there, asking the
     provider first (``query_refund``), and the reconciler does if nobody returns.
+    Before phase one, the provider is asked about the order's earlier declined
+    refunds (``_settle_earlier_refunds``), as the pay flow asks about failed charges.
     """
     while True:
         match record.recovery_point:
