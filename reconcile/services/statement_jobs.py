@@ -35,7 +35,9 @@ from reconcile.desk.services import notification_case_open
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
 from reconcile.services.statements import StatementCounts, statement_match, statement_reconcile
 from reconcile.services.strays import (
+    stray_backoff_over,
     stray_capture_take,
+    stray_late_notified,
     stray_notifications_resolve,
     stray_refund,
     stray_refund_restart,
@@ -118,6 +120,9 @@ def _strays_refund(*, provider: PaymentProvider) -> tuple[int, int]:
 
 
 def _stray_refund_next(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
+    if stray.refund_status == RefundAttemptStatus.FAILED and not stray_backoff_over(stray):
+        # Due only because a late success was notified: asked about, nothing started.
+        return stray_late_notified(stray=stray, provider=provider)
     if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(
         stray=stray, provider=provider
     ):

@@ -116,7 +116,8 @@ def test_the_next_orphan_refund_waits_for_the_backoff(
     # Given an orphaned capture whose first automatic refund was declined
     late = orphaned(pay, fault, worker)
     fault("decline", target="refund")
-    settings.RECONCILE_BACKOFF_BASE_S = 3600  # "later" is far away
+    # "later" is far away (the cap too: quick_backoff's 2 s cap passes on a busy machine)
+    settings.RECONCILE_BACKOFF_BASE_S = settings.RECONCILE_BACKOFF_CAP_S = 3600
     pass_run_once()
     assert provider_refunds(late.out_trade_no) == [(f"R{late.out_trade_no}-1", "DECLINED")]
 
