@@ -4,12 +4,15 @@ left unknown the quick way (through the services, as a crashed request leaves th
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from orders.models import Order, Product
@@ -18,6 +21,8 @@ from payments.models import Payment
 from payments.providers import get_provider
 from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
 from tests.conftest import new_key
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -96,3 +101,30 @@ def unknown_payment(product: Product) -> Callable[..., Payment]:
         return Payment.objects.get(pk=payment.pk)
 
     return make
+
+
+@pytest.fixture
+def double_click() -> Callable[[Callable[[], T]], list[T]]:
+    """``double_click(act)``: ``act()`` in two threads at once (a person's double click),
+    each on its own connection (closed in ``finally``); both results, in finishing order."""
+
+    def click_twice(act: Callable[[], T]) -> list[T]:
+        barrier = threading.Barrier(2)
+        results: list[T] = []
+
+        def click() -> None:
+            try:
+                barrier.wait()
+                results.append(act())
+            finally:
+                close_old_connections()
+                connection.close()
+
+        threads = [threading.Thread(target=click) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return results
+
+    return click_twice

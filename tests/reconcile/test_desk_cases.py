@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
+from functools import partial
 
 import pytest
-from django.db import close_old_connections, connection
+from django.db import connection
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
@@ -154,7 +154,7 @@ def test_dismissing_a_failed_notification_about_our_attempt_leaves_it_unresolved
     assert ProviderNotification.objects.get(pk=notification.pk).resolved_at is None
 
 
-def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, settings):
+def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, settings, double_click):
     settings.CASE_AFTER_FAILURES = 1
     payment = unknown_payment(user, charged=False)
     guard = ItemGuard(job=PAYMENTS, subject_type="payment")
@@ -164,22 +164,10 @@ def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, setti
     )
     case = Case.objects.get()
     staff = UserFactory.create(is_staff=True)
-    barrier = threading.Barrier(2)
-    results = []
 
-    def click() -> None:
-        try:
-            barrier.wait()
-            results.append(case_act(case_id=case.pk, action="retry", note="fixed", user=staff))
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=click) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = double_click(
+        partial(case_act, case_id=case.pk, action="retry", note="fixed", user=staff)
+    )
 
     assert sorted(r.acted for r in results) == [False, True]
     assert CaseAction.objects.filter(action="retry").count() == 1
