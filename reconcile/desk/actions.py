@@ -250,20 +250,29 @@ def _accept(
 
     provider = provider or get_provider()
     if case.subject_type == "discrepancy":
-        return _accept_discrepancy(case, note=note, user=user, who=who, provider=provider)
+        try:
+            settled, outcome = _providers_word(
+                StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
+                    pk=case.subject_id
+                ),
+                provider=provider,
+            )
+        except ProviderOutcomeUnknown as error:
+            return ActionResult(
+                False, f"case {case.pk}: the provider did not answer ({error}); try again"
+            )
     # The reconciler's own path: ask the provider, settle from its answer (conditional,
     # so a pass running beside this settles the attempt once).
-    if case.subject_type == "payment":
+    elif case.subject_type == "payment":
         resolution = payment_reconcile(
             payment=Payment.objects.get(pk=case.subject_id), provider=provider
         ).value
-        settled = resolution in SETTLED
+        settled, outcome = resolution in SETTLED, f"the provider's word: {resolution}"
     else:
         resolution = refund_reconcile(
             refund=Refund.objects.get(pk=case.subject_id), provider=provider
         ).value
-        settled = resolution in REFUND_SETTLED
-    outcome = f"the provider's word: {resolution}"
+        settled, outcome = resolution in REFUND_SETTLED, f"the provider's word: {resolution}"
     with transaction.atomic():
         if not settled:
             _record(
@@ -274,34 +283,7 @@ def _accept(
             case, action=CaseActionKind.ACCEPT, note=note, user=user, who=who, outcome=outcome
         ):
             return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-    return ActionResult(True, f"case {case.pk}: {outcome}")
-
-
-def _accept_discrepancy(
-    case: Case, *, note: str, user: User | None, who: str, provider: PaymentProvider
-) -> ActionResult:
-    try:
-        word = _providers_word(
-            StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
-                pk=case.subject_id
-            ),
-            provider=provider,
-        )
-    except ProviderOutcomeUnknown as error:
-        return ActionResult(
-            False, f"case {case.pk}: the provider did not answer ({error}); try again"
-        )
-    settled, outcome = word
-    with transaction.atomic():
-        if not settled:
-            _record(
-                case, action=CaseActionKind.ACCEPT, note=note, user=user, who=who, outcome=outcome
-            )
-            return ActionResult(False, f"case {case.pk}: {outcome}; still open")
-        if not _close(
-            case, action=CaseActionKind.ACCEPT, note=note, user=user, who=who, outcome=outcome
-        ):
-            return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
+        # A discrepancy is resolved with its case (an attempt settled itself, above).
         _dismiss_subject(case, reason=f"accepted by {who} (case {case.pk}): {outcome}", user=user)
     return ActionResult(True, f"case {case.pk}: {outcome}")
 
