@@ -383,7 +383,7 @@ STEPS: tuple[Step, ...] = (
     ("throttle (UserRateThrottle, Redis)", "allow_request", "rest_framework/throttling.py"),
     ("body validation (InputSerializer)", "is_valid", "rest_framework/serializers.py"),
     ("key lookup (idempotency.core._acquire)", "_acquire", "idempotency/core.py"),
-    ("atomic phase (idempotency.core.atomic_phase)", "atomic_phase", "idempotency/core.py"),
+    ("atomic phase (idempotency.phases.atomic_phase)", "atomic_phase", "idempotency/phases.py"),
     ("- order_create service", "order_create", "orders/services.py"),
     ("- response body (OrderOutputSerializer.data)", "data", "rest_framework/serializers.py"),
     ("- transaction exits (savepoints, COMMIT)", "__exit__", "django/db/transaction.py"),

@@ -1,4 +1,11 @@
-"""The key layer's hot statements, written by hand.
+"""Fast path: the key layer's hot statements in hand-written SQL, agreeing with the ORM.
+
+The reference each must agree with: ``record_find`` is
+``IdempotencyKey.objects.filter(user_id=..., key=...).first()``, ``record_insert``
+is ``record.save(force_insert=True)``, and ``records_finish`` is what a flow's
+final phase writes (``idempotency.phases._apply`` and its fenced UPDATE, under the
+lock condition of ``idempotency.core.take_lock``), for many records at once.
+``tests/idempotency/test_sql.py`` runs both on the same cases.
 
 Every request with a new key looks its record up, and every single-phase
 request inserts it; with the ORM, building and compiling each query and the
@@ -68,8 +75,8 @@ def record_insert(record: IdempotencyKey) -> None:
     record._state.db = connection.alias
 
 
-# The completer's lock condition (``core._take_lock``: free, or older than the lock
-# timeout) and the phase's fenced write of a final answer (``core._apply``), as one
+# The completer's lock condition (``core.take_lock``: free, or older than the lock
+# timeout) and the phase's fenced write of a final answer (``phases._apply``), as one
 # conditional UPDATE per batch: a record a live request holds is not touched, nor
 # one that moved on or names another resource than the answer is about. The rows
 # are locked in id order first (the subquery), so two completers finishing
@@ -93,11 +100,11 @@ _FINISH = f"""
 
 @dataclass(frozen=True)
 class FinalAnswer:
-    """A stored answer for one record, as ``core._apply`` writes a ``Respond``."""
+    """A stored answer for one record, as ``phases._apply`` writes a ``Respond``."""
 
     record_id: int
     status: int
-    body: str  # the JSON text, encoded once (``core.answer_json``)
+    body: str  # the JSON text, encoded once (``phases.answer_json``)
     headers: str  # the headers as JSON text
     resource_type: str
     resource_id: int

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from idempotency.core import MoveTo, Respond, atomic_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from idempotency.phases import MoveTo, Respond, atomic_phase
 from observability import context
 from orders.serializers import order_representation
 from payments.errors import RefundDeclined, RefundOutcomeUnknown
