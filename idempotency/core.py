@@ -75,7 +75,12 @@ class KeyRequest:
 # --- Acquire, run, release -----------------------------------------------------------
 
 
-def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
+# How the core reads a key's record: ``record_find``, one indexed SELECT, unless the
+# caller has just read it (the HTTP layer reads it with the token: idempotency/replay.py).
+Lookup = Callable[..., IdempotencyKey | None]
+
+
+def _acquire(request: KeyRequest, fingerprint: str, lookup: Lookup = record_find) -> IdempotencyKey:
     """Return the record to replay, or a record locked for this request.
 
     A new key yields an unsaved record: the first phase inserts it in its own
@@ -83,7 +88,7 @@ def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
     Raises 422 on a fingerprint mismatch and 409 while another request holds it.
     """
     now = timezone.now()
-    record = record_find(user_id=request.user_id, key=request.key)
+    record = lookup(user_id=request.user_id, key=request.key)
     if record is None:
         _count_new_key(user_id=request.user_id)
         return IdempotencyKey(
@@ -199,11 +204,18 @@ class Outcome:
         )
 
 
-def execute(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Outcome:
-    """Run ``flow`` once per (user, key); replay its stored response afterwards."""
+def execute(
+    request: KeyRequest, flow: Callable[[IdempotencyKey], None], *, lookup: Lookup = record_find
+) -> Outcome:
+    """Run ``flow`` once per (user, key); replay its stored response afterwards.
+
+    ``lookup`` reads the record the first time; every later look (after a race) is
+    ``record_find``'s, in the database as it is then.
+    """
     fp = request.fingerprint
     while True:
-        record = _acquire(request, fp)
+        record = _acquire(request, fp, lookup)
+        lookup = record_find
         if record.is_finished:
             return Outcome.of(record, replayed=True)
         try:

@@ -43,7 +43,12 @@ from config.openapi import ProblemSerializer
 from idempotency.core import KeyRequest, Outcome, execute
 from idempotency.header import HEADER, HEADER_PATTERN, parse_idempotency_key
 from idempotency.models import IdempotencyKey
-from idempotency.replay import ReplayTokenAuthentication, replay_outcome, stored_record
+from idempotency.replay import (
+    ReplayTokenAuthentication,
+    read_once,
+    replay_outcome,
+    stored_record,
+)
 from idempotency.unkeyed import run_unkeyed
 from observability import context, tracking
 
@@ -113,9 +118,11 @@ class IdempotentApi(APIView):
         )
         # The layer's one switch, where it is plugged in: off (a benchmark, the test of
         # the other layers) the flow runs without the core (idempotency/unkeyed.py).
-        run = execute if settings.IDEMPOTENCY_ENABLED else run_unkeyed
         with tracking.idempotent_request(route=_route(request)) as done:
-            outcome = run(key_request, flow)
+            if settings.IDEMPOTENCY_ENABLED:
+                outcome = execute(key_request, flow, lookup=read_once(request))
+            else:
+                outcome = run_unkeyed(key_request, flow)
             done(outcome.replayed)
         return _stored_response(outcome)
 

@@ -22,6 +22,7 @@ its record is read after DRF authenticated it, one statement more).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -81,7 +82,24 @@ def stored_record(request: Request, *, user_id: int, key: str) -> IdempotencyKey
     if hasattr(django_request, _FOUND):
         found: IdempotencyKey | None = getattr(django_request, _FOUND)
         return found
-    return record_find(user_id=user_id, key=key)
+    record = record_find(user_id=user_id, key=key)
+    setattr(django_request, _FOUND, record)
+    return record
+
+
+def read_once(request: Request) -> Callable[..., IdempotencyKey | None]:
+    """The core's first look at the record (``core.execute``'s ``lookup``): the one this
+    request has already read, moments ago, so a new key costs no second SELECT."""
+    django_request: HttpRequest = request._request
+
+    def lookup(*, user_id: int, key: str) -> IdempotencyKey | None:
+        if hasattr(django_request, _FOUND):
+            found: IdempotencyKey | None = getattr(django_request, _FOUND)
+            delattr(django_request, _FOUND)  # once: a later look reads the database
+            return found
+        return record_find(user_id=user_id, key=key)
+
+    return lookup
 
 
 def replay_outcome(request: Request, record: IdempotencyKey, *, body: Any) -> Outcome | None:
