@@ -23,9 +23,9 @@ from functools import partial
 
 from django.db.models import Exists, OuterRef
 
-from idempotency.core import MoveTo, Respond, atomic_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from idempotency.phases import MoveTo, Respond, atomic_phase
 from observability import context
 from orders.models import Order
 from orders.serializers import order_representation

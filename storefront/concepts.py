@@ -34,7 +34,7 @@ class Concept:
 CONCEPTS = (
     Concept(
         _("Idempotency-Key record per (user, key), written with the business rows"),
-        ("idempotency.core.execute", "idempotency.core.atomic_phase"),
+        ("idempotency.core.execute", "idempotency.phases.atomic_phase"),
         ("idempotency_key_unique_per_user", "idempotency_finished_has_response"),
         "docs/idempotency.md",
     ),

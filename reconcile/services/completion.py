@@ -3,9 +3,9 @@
 A request whose client never came back (it crashed, it gave up after a 503, it
 was killed mid-phase) leaves its record unfinished. The completer takes such a
 record when no live request holds it (lock free, or older than
-IDEMPOTENCY_LOCK_TIMEOUT: ``idempotency.core.acquire_abandoned``, the same
+IDEMPOTENCY_LOCK_TIMEOUT: ``idempotency.completer.acquire_abandoned``, the same
 conditional UPDATE a retry uses) and runs the endpoint's flow from the
-record's recovery point (``idempotency.core.resume``). Nothing is written by
+record's recovery point (``idempotency.completer.resume``). Nothing is written by
 hand: the stored answer is the one the flow produces, exactly what the client
 would have got, and what its retry with the same key now replays.
 
@@ -38,7 +38,7 @@ from django.db import transaction
 from django.urls import Resolver404, resolve
 from django.utils import timezone
 
-from idempotency.core import acquire_abandoned, finish_abandoned, release, resume
+from idempotency.completer import acquire_abandoned, finish_abandoned, release, resume
 from idempotency.errors import IdempotencyKeyInUse
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability import context
