@@ -91,8 +91,8 @@ def _settle_earlier_refunds(*, request: RefundRequest, provider: PaymentProvider
     declined ones, and book one it carried out late. Outside any transaction.
 
     A decline is final for the attempt's answer (its key keeps replaying 402), not
-    for the money: a provider may carry a declined refund out later (DESIGN.md
-    section 7, "Late outcomes"). Booked here (``refund_settle`` with the
+    for the money: a provider may carry a declined refund out later (docs/design.md,
+    "Late outcomes"). Booked here (``refund_settle`` with the
     provider's query, so FAILED -> SUCCEEDED once, under the order's lock), the
     order's ``refunded_amount`` counts it before phase one checks the new refund
     against what is left: one that no longer fits is the contract's 409
