@@ -15,7 +15,7 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install messages lock demo story audit reconcile shell test lint format bench lab alerts chaos clean
+.PHONY: install messages lock demo cluster cluster-test story audit reconcile shell test lint format bench lab alerts chaos clean
 
 install: $(STAMP) messages
 
@@ -41,10 +41,26 @@ lock: install
 demo: install
 	DEMO_MODE=true $(WITH_SERVICES) $(PY) -m demo.runner
 
+# The same shop as a small cluster of real engines on loopback (docs/scaling.md):
+# HAProxy, CLUSTER_NODES web nodes, PgBouncer, a primary and its streaming replica,
+# workers and beats on two nodes over RabbitMQ. Needs Debian's haproxy, pgbouncer,
+# postgresql and rabbitmq-server (it names what is missing). Ctrl-C stops all of it.
+cluster: install
+	DEMO_MODE=true $(PY) -m demo.cluster
+
+# The whole cluster started, used, hit by a node kill and stopped, in a temporary
+# directory (minutes; needs what `make cluster` needs, so not part of `make test`).
+cluster-test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests/cluster/cluster_run.py
+
 # Beside a running `make demo` (same PORT), in its profile and on its services: the
 # settings find the shop and its provider from PORT, so `PORT=9000 make demo` pairs
 # with `PORT=9000 make story`.
-BESIDE_DEMO := DEMO_MODE=true $(WITH_SERVICES) $(PY) manage.py
+# A person reads what these print: logs go to stderr in the plain format, warnings
+# and errors only (LOG_LEVEL=INFO make story shows the rest), never JSON lines
+# between the sentences. Servers keep JSON (the settings' default).
+FOR_A_PERSON := LOG_FORMAT=$${LOG_FORMAT:-plain} LOG_LEVEL=$${LOG_LEVEL:-WARNING}
+BESIDE_DEMO := DEMO_MODE=true $(FOR_A_PERSON) $(WITH_SERVICES) $(PY) manage.py
 
 story: install
 	$(BESIDE_DEMO) story
@@ -74,8 +90,11 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 
 # The bench runs in the harness profile, as the tests do (tools/bench/__init__.py).
+# `make bench SUITE=peers` runs one suite (`SUITE="orders pay"` several);
+# `make bench BENCH_ARGS=--quick` passes anything else to `python -m tools.bench`.
+SUITE ?=
 bench: install
-	$(WITH_SERVICES) $(PY) -m tools.bench
+	$(WITH_SERVICES) $(PY) -m tools.bench $(foreach suite,$(SUITE),--suite $(suite)) $(BENCH_ARGS)
 
 # The alerting rules: promtool parses them and runs their unit tests (each alert
 # fires past its bound, not before). promtool: Debian's `prometheus` package.
@@ -85,7 +104,7 @@ alerts:
 
 # The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
 lab: install
-	$(WITH_SERVICES) $(PY) -m tools.lab $(EXP)
+	$(FOR_A_PERSON) $(WITH_SERVICES) $(PY) -m tools.lab $(EXP)
 
 # Chaos at scale (docs/reliability.md): `make chaos ORDERS=10000`. PostgreSQL is
 # DATABASE_URL's server (or the embedded one); Redis is the run's own, since the

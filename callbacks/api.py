@@ -31,16 +31,17 @@ from payments.providers import (
     NotificationMalformed,
     NotificationNotApplied,
     NotificationSignatureInvalid,
+    PaymentProvider,
     RefundNotification,
     RefundStatus,
     get_provider,
 )
-from payments.providers.sandbox import (
+from payments.providers.sandbox_parsing import MAX_TEXT, REFUND_EVENT
+from payments.providers.sandbox_signature import (
     MAX_SIGNATURES,
     SIGNATURE_HEADER,
     SIGNATURE_HEADER_PATTERN,
 )
-from payments.providers.sandbox_parsing import MAX_TEXT, REFUND_EVENT
 
 logger = logging.getLogger(__name__)
 
@@ -126,11 +127,12 @@ class SandboxCallbackApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
+        provider = get_provider()
+        if not _is_own_endpoint(provider, request):
+            raise NotFound()
         raw_body = request.body
         try:
-            notification = get_provider().verify_notification(
-                headers=request.headers, raw_body=raw_body
-            )
+            notification = provider.verify_notification(headers=request.headers, raw_body=raw_body)
         except (NotificationSignatureInvalid, NotificationMalformed) as error:
             # Logged for forensics: who, how much, what was wrong. Never the
             # signature or the secret.
@@ -147,7 +149,9 @@ class SandboxCallbackApi(APIView):
         context.bind(out_trade_no=notification.out_trade_no, notify_id=notification.notify_id)
         if isinstance(notification, RefundNotification):
             context.bind(out_refund_no=notification.out_refund_no)
-        answer = callback_ingest(notification=notification, raw_body=raw_body)
+        answer = callback_ingest(
+            notification=notification, raw_body=raw_body, provider=provider.name
+        )
         status = (
             notification.status
             if isinstance(notification, RefundNotification)
@@ -211,7 +215,7 @@ class StripeCallbackApi(APIView):
             # Unsigned is refused first, whichever provider the shop uses: nothing stored.
             raise SignatureInvalid("The Stripe-Signature header is missing.")
         provider = get_provider()
-        if provider.name != "stripe":
+        if not _is_own_endpoint(provider, request):
             raise NotFound()
         raw_body = request.body
         try:
@@ -244,3 +248,11 @@ class StripeCallbackApi(APIView):
         if answer.status >= 400:
             response.content_type = PROBLEM_CONTENT_TYPE
         return response
+
+
+def _is_own_endpoint(provider: PaymentProvider, request: Request) -> bool:
+    """Each provider's notifications come to its own endpoint (its ``callback_route``);
+    the others are not there for a shop that does not use their provider."""
+    return request.resolver_match is not None and (
+        request.resolver_match.url_name == provider.callback_route
+    )

@@ -56,7 +56,7 @@ def _stored(row: ProviderNotification) -> IngestAnswer:
 
 
 def callback_ingest(
-    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str = "sandbox"
+    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str
 ) -> IngestAnswer:
     """Record ``notification`` and apply it once; a redelivery replays the first answer."""
     _refuse_unstorable(notification)

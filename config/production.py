@@ -23,6 +23,9 @@ from django.core.exceptions import ImproperlyConfigured
 DEVELOPMENT_SECRET_KEY = "onceshop-insecure-development-key-change-me"  # noqa: S105
 DEVELOPMENT_WEBHOOK_SECRET = "whsec-onceshop-development"  # noqa: S105
 DEVELOPMENT_PROVIDER_API_KEY = "sandbox-merchant-key"
+# `make demo PAYMENT_PROVIDER=stripe` runs against localstripe with these.
+DEVELOPMENT_STRIPE_API_KEY = "sk_test_onceshop_demo"
+DEVELOPMENT_STRIPE_WEBHOOK_SECRET = "whsec_onceshop_demo_only"  # noqa: S105
 # Django's own deploy check (security.W009) wants at least 50 characters.
 SECRET_KEY_MIN_LENGTH = 50
 # And from many characters: 50 spaces, or 'a' * 50, pass a length check and sign
@@ -82,11 +85,40 @@ def production_problems(env: Mapping[str, str]) -> list[str]:
 
 def _stripe_problems(env: Mapping[str, str]) -> list[str]:
     """PAYMENT_PROVIDER=stripe: its two secrets, or it cannot charge nor trust a webhook."""
-    return [
-        f"{name} is not set (PAYMENT_PROVIDER=stripe)"
-        for name in ("STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET")
-        if not env.get(name, "").strip()
-    ]
+    problems: list[str] = []
+    api_key = env.get("STRIPE_API_KEY", "").strip()
+    if not api_key:
+        problems.append("STRIPE_API_KEY is not set (PAYMENT_PROVIDER=stripe)")
+    elif api_key == DEVELOPMENT_STRIPE_API_KEY:
+        problems.append("STRIPE_API_KEY is the development default")
+    # One secret: Stripe signs with every live secret of the endpoint while it
+    # rolls one, so the shop checks against the one it has.
+    webhook_secret = env.get("STRIPE_WEBHOOK_SECRET", "").strip()
+    if not webhook_secret:
+        problems.append("STRIPE_WEBHOOK_SECRET is not set (PAYMENT_PROVIDER=stripe)")
+    else:
+        problems += _webhook_secret_problems(
+            "STRIPE_WEBHOOK_SECRET", [webhook_secret], DEVELOPMENT_STRIPE_WEBHOOK_SECRET
+        )
+    return problems
+
+
+def _webhook_secret_problems(name: str, values: list[str], development: str) -> list[str]:
+    """The first thing wrong with a provider's webhook secrets (several while rotating)."""
+    if development in values:
+        # Even as one of several while rotating: anyone can sign with it.
+        return [f"{name} is (or includes) the development default"]
+    if any(len(secret) < WEBHOOK_SECRET_MIN_LENGTH for secret in values):
+        # Each of them while rotating: a notification signed with any one is accepted.
+        return [
+            f"{name} is (or includes) a secret shorter than {WEBHOOK_SECRET_MIN_LENGTH} characters"
+        ]
+    if any(len(set(secret)) < WEBHOOK_SECRET_MIN_DISTINCT for secret in values):
+        return [
+            f"{name} is (or includes) a secret of fewer than "
+            f"{WEBHOOK_SECRET_MIN_DISTINCT} distinct characters (low entropy: generate one)"
+        ]
+    return []
 
 
 def _sandbox_problems(env: Mapping[str, str]) -> list[str]:
@@ -94,19 +126,9 @@ def _sandbox_problems(env: Mapping[str, str]) -> list[str]:
     webhook_secrets = _split(env.get("SANDBOX_WEBHOOK_SECRET", ""))
     if not webhook_secrets:
         problems.append("SANDBOX_WEBHOOK_SECRET is not set")
-    elif DEVELOPMENT_WEBHOOK_SECRET in webhook_secrets:
-        # Even as one of several while rotating: anyone can sign with it.
-        problems.append("SANDBOX_WEBHOOK_SECRET is (or includes) the development default")
-    elif any(len(secret) < WEBHOOK_SECRET_MIN_LENGTH for secret in webhook_secrets):
-        # Each of them while rotating: a notification signed with any one is accepted.
-        problems.append(
-            f"SANDBOX_WEBHOOK_SECRET is (or includes) a secret shorter than "
-            f"{WEBHOOK_SECRET_MIN_LENGTH} characters"
-        )
-    elif any(len(set(secret)) < WEBHOOK_SECRET_MIN_DISTINCT for secret in webhook_secrets):
-        problems.append(
-            "SANDBOX_WEBHOOK_SECRET is (or includes) a secret of fewer than "
-            f"{WEBHOOK_SECRET_MIN_DISTINCT} distinct characters (low entropy: generate one)"
+    else:
+        problems += _webhook_secret_problems(
+            "SANDBOX_WEBHOOK_SECRET", webhook_secrets, DEVELOPMENT_WEBHOOK_SECRET
         )
 
     provider_key = env.get("PROVIDER_API_KEY", "").strip()

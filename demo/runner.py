@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from config.production import DEVELOPMENT_STRIPE_API_KEY, DEVELOPMENT_STRIPE_WEBHOOK_SECRET
 from demo.embedded import VAR_DIR
 
 PORT = os.environ.get("PORT", "8000")
@@ -136,8 +137,8 @@ def _metrics_dir(family: str) -> dict[str, str]:
 WITH_STRIPE = os.environ.get("PAYMENT_PROVIDER", "sandbox") == "stripe"
 DEMO_STRIPE = {
     "STRIPE_API_BASE": f"http://127.0.0.1:{PROVIDER_PORT}",
-    "STRIPE_API_KEY": "sk_test_onceshop_demo",
-    "STRIPE_WEBHOOK_SECRET": "whsec_onceshop_demo_only",
+    "STRIPE_API_KEY": DEVELOPMENT_STRIPE_API_KEY,
+    "STRIPE_WEBHOOK_SECRET": DEVELOPMENT_STRIPE_WEBHOOK_SECRET,
 }
 STRIPE_STARTUP_S = 30.0
 

@@ -8,7 +8,6 @@ errors ``edge.errors`` maps to a code. One page per code.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from rest_framework.exceptions import ParseError
 
 from edge.errors import ApplicationError, InternalError, problem_response
 from edge.handler import _DRF_CODES, as_application_error
+from edge.problem_meanings import MEANINGS
 
 # Where the answers are for programs: an error there is problem+json even when
 # Django answers it (a path no URL matches, a bad Host), not an HTML page.
@@ -33,7 +33,7 @@ class ProblemType:
     status: int
     title: str
     detail: str  # the default ``detail`` a client receives
-    meaning: str  # what it means: the class's docstring
+    meaning: str  # what it means, for whoever received it (edge/problem_meanings.py)
     final: bool  # stored on the key and replayed, or not
     raised_in: str  # the module that declares it
 
@@ -57,7 +57,7 @@ def problem_types() -> dict[str, ProblemType]:
                 status=cls.status,
                 title=cls.title,
                 detail=cls.default_detail,
-                meaning=inspect.cleandoc(cls.__doc__ or ""),
+                meaning=MEANINGS.get(cls.code, ""),
                 final=cls.final,
                 raised_in=cls.__module__,
             ),
@@ -70,7 +70,7 @@ def problem_types() -> dict[str, ProblemType]:
                 status=drf_cls.status_code,
                 title=code.replace("-", " ").capitalize(),
                 detail=str(drf_cls.default_detail),
-                meaning="Answered by the framework before the action ran; nothing was attempted.",
+                meaning=MEANINGS.get(code, ""),
                 final=False,
                 raised_in=f"rest_framework ({drf_cls.__name__})",
             ),

@@ -7,7 +7,7 @@ DRF's own ``SimpleRateThrottle`` instead keeps every request time of the window
 in one cache entry and rewrites the whole list on each request. Rates are
 spelled as DRF spells them.
 
-Without Redis every limit fails open (DESIGN.md 7, "Redis down"): a limit is a
+Without Redis every limit fails open (docs/design.md, "Redis down"): a limit is a
 guard against abuse, never where money is decided, so an outage lets requests
 through rather than answering 500 to all of them. Each hit let through unchecked
 is logged and counted (``onceshop_redis_unavailable_total{use="rate-limit"}``,

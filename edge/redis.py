@@ -1,6 +1,6 @@
 """The process's one Redis client (throttle counters, checkout tokens, runner locks).
 
-Redis is never where money is decided (DESIGN.md 7, "Redis down"), so each use
+Redis is never where money is decided (docs/design.md, "Redis down"), so each use
 says what it does without it: the rate limits and quotas let the request through
 (edge/ratelimit.py), the checkout answers 503 ``service-unavailable``
 (demo/shop/services.py), the reconciler runs without its lock (reconcile/locks.py).

@@ -2,7 +2,7 @@
 
 An unsafe endpoint subclasses ``IdempotentApi`` and ends its handler with
 ``return self.idempotent(request, flow)``. The order of checks is the
-behaviour matrix of DESIGN.md section 4:
+behaviour matrix of docs/design.md:
 
 1. authentication, permissions, throttling (DRF's ``initial``): 401/403/429,
    never stored;
@@ -11,58 +11,66 @@ behaviour matrix of DESIGN.md section 4:
 3. the Idempotency-Key header: 400 missing / invalid, never stored;
 4. the body, by the view's serializer: 400 ``validation-error``, never stored;
 5. the core: replay, 409 in flight, 422 mismatch, or run the flow.
+
+A replay (a finished record, the same fingerprint) and a live lock's 409 are
+answered between 3 and 4, from the record authentication read with the token
+(``idempotency/replay.py``): the same checks before it, the same bytes after.
+
+``IDEMPOTENCY_ENABLED=false`` (benchmarks, the test that the other layers hold
+alone) is read here and only here: the flow then runs without the core
+(``idempotency/unkeyed.py``), and nothing is looked up or replayed.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import MethodNotAllowed, NotFound
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from edge.api import current_user_id
+from edge.auth import TokenAuthentication
 from edge.bounds import fits_column
 from edge.errors import PROBLEM_CONTENT_TYPE
 from edge.openapi import ProblemSerializer
-from idempotency.core import KeyRequest, execute
-from idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
+from idempotency.core import KeyRequest, Outcome, execute
+from idempotency.header import HEADER, HEADER_PATTERN, parse_idempotency_key
 from idempotency.models import IdempotencyKey
+from idempotency.replay import (
+    ReplayTokenAuthentication,
+    read_once,
+    replay_outcome,
+    stored_record,
+)
+from idempotency.unkeyed import run_unkeyed
 from observability import context, tracking
 
-HEADER = "Idempotency-Key"
 JSON_CONTENT_TYPE = "application/json"
 REPLAYED_HEADER = "Idempotent-Replayed"
-
-# 1-255 characters that need no escaping anywhere: URLs, logs, sf-strings.
-_KEY_CHARS = r"[A-Za-z0-9\-_.:~]{1,255}"
-_KEY_PATTERN = re.compile(_KEY_CHARS)
-# The header as the schema states it: the key bare, or quoted as an sf-string.
-HEADER_PATTERN = rf'^(?:{_KEY_CHARS}|"{_KEY_CHARS}")$'
-
-
-def parse_idempotency_key(raw: str | None) -> str:
-    """The key from the header value: a bare token or an RFC 8941 sf-string."""
-    if raw is None:
-        raise IdempotencyKeyMissing()
-    value = raw.strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        # sf-string. Our character set has neither '"' nor '\\', so no unescaping.
-        value = value[1:-1]
-    if not _KEY_PATTERN.fullmatch(value):
-        raise IdempotencyKeyInvalid()
-    return value
 
 
 class IdempotentApi(APIView):
     """Base class of the endpoints that create or move money or stock."""
 
     idempotency_key: str
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        authenticators = super().get_authenticators()
+        # (The schema generator's fake view documents DRF's token scheme, which this is.)
+        if not settings.IDEMPOTENCY_ENABLED or getattr(self, "swagger_fake_view", False):
+            return authenticators
+        # The token read with the request's key record: a replay's one statement.
+        return [
+            ReplayTokenAuthentication() if type(a) is TokenAuthentication else a
+            for a in authenticators
+        ]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -78,6 +86,26 @@ class IdempotentApi(APIView):
         self.idempotency_key = parse_idempotency_key(request.headers.get(HEADER))
         # The logs name the key by its hash only (never the key itself).
         context.bind(user_id=request.user.pk, key_hash=context.key_hash(self.idempotency_key))
+        if settings.IDEMPOTENCY_ENABLED:
+            self._answer_replay(request)
+
+    def _answer_replay(self, request: Request) -> None:
+        """Answer a replay (or a live lock's 409) now, before the handler runs."""
+        record = stored_record(request, user_id=current_user_id(request), key=self.idempotency_key)
+        if record is None:
+            return  # a new key: on to the handler
+        body = request.data  # parsed here only when there is a record to compare it with
+        with tracking.idempotent_request(route=_route(request)) as done:
+            outcome = replay_outcome(request, record, body=body)
+            if outcome is None:
+                return  # not a replay: on to the handler, the serializer and the core
+            done(True)
+        raise _Answered(_stored_response(outcome))
+
+    def handle_exception(self, exc: Exception) -> Any:
+        if isinstance(exc, _Answered):
+            return exc.response
+        return super().handle_exception(exc)
 
     def idempotent(self, request: Request, flow: Callable[[IdempotencyKey], None]) -> HttpResponse:
         """Run ``flow`` under the request's key, or replay what it answered before."""
@@ -88,20 +116,15 @@ class IdempotentApi(APIView):
             path=request.path,
             body=request.data,
         )
-        route = request.resolver_match.view_name if request.resolver_match else "unmatched"
-        with tracking.idempotent_request(route=route) as done:
-            outcome = execute(key_request, flow)
+        # The layer's one switch, where it is plugged in: off (a benchmark, the test of
+        # the other layers) the flow runs without the core (idempotency/unkeyed.py).
+        with tracking.idempotent_request(route=_route(request)) as done:
+            if settings.IDEMPOTENCY_ENABLED:
+                outcome = execute(key_request, flow, lookup=read_once(request))
+            else:
+                outcome = run_unkeyed(key_request, flow)
             done(outcome.replayed)
-        # The stored text as it is: the JSON was encoded once, when it was stored, and
-        # a replay sends the same bytes as the first answer.
-        response = HttpResponse(
-            outcome.body_text.encode(),
-            status=outcome.status,
-            headers=outcome.headers,
-            content_type=PROBLEM_CONTENT_TYPE if outcome.status >= 400 else JSON_CONTENT_TYPE,
-        )
-        response[REPLAYED_HEADER] = "true" if outcome.replayed else "false"
-        return response
+        return _stored_response(outcome)
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)
@@ -109,6 +132,32 @@ class IdempotentApi(APIView):
         if request.method not in SAFE_METHODS and REPLAYED_HEADER not in response:
             response[REPLAYED_HEADER] = "false"
         return response
+
+
+class _Answered(Exception):
+    """Raised from ``initial`` with a replay's response, which ``handle_exception`` returns."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__()
+        self.response = response
+
+
+def _route(request: Request) -> str:
+    return request.resolver_match.view_name if request.resolver_match else "unmatched"
+
+
+def _stored_response(outcome: Outcome) -> HttpResponse:
+    """The answer a key's record holds, fresh or replayed: the one way it is sent."""
+    # The stored text as it is: the JSON was encoded once, when it was stored, and
+    # a replay sends the same bytes as the first answer.
+    response = HttpResponse(
+        outcome.body_text.encode(),
+        status=outcome.status,
+        headers=outcome.headers,
+        content_type=PROBLEM_CONTENT_TYPE if outcome.status >= 400 else JSON_CONTENT_TYPE,
+    )
+    response[REPLAYED_HEADER] = "true" if outcome.replayed else "false"
+    return response
 
 
 # --- OpenAPI ------------------------------------------------------------------------

@@ -39,7 +39,7 @@ class IdempotencyKeyInUse(ApplicationError):
         self, detail: str | None = None, *, retry_after: float = 1.0, **extra: Any
     ) -> None:
         super().__init__(detail, **extra)
-        # From the holder's lock (core._lock_remaining_s): when a live holder will
+        # From the holder's lock (core.lock_remaining_s): when a live holder will
         # have finished, or, past that, when a dead one's lock may be taken over.
         # Never 0: "retry at once" is the storm Retry-After exists to prevent.
         self.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))

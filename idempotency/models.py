@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -81,8 +82,10 @@ class IdempotencyKey(models.Model):
     def __str__(self) -> str:
         return f"{self.key} ({self.recovery_point})"
 
-    # In-memory only: a record the layer does not persist (IDEMPOTENCY_ENABLED=False).
-    ephemeral = False
+    # Where the phases insert this record (``idempotency.phases.Journal``): None is
+    # the database; only the key layer switched off (``idempotency/unkeyed.py``) sets
+    # one that writes nothing. Not a column.
+    journal: Any = None
 
     @property
     def is_finished(self) -> bool:

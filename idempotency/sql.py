@@ -1,4 +1,11 @@
-"""The key layer's hot statements, written by hand.
+"""Fast path: the key layer's hot statements in hand-written SQL, agreeing with the ORM.
+
+The reference each must agree with: ``record_find`` is
+``IdempotencyKey.objects.filter(user_id=..., key=...).first()``, ``record_insert``
+is ``record.save(force_insert=True)``, and ``records_finish`` is what a flow's
+final phase writes (``idempotency.phases._apply`` and its fenced UPDATE, under the
+lock condition of ``idempotency.core.take_lock``), for many records at once.
+``tests/idempotency/test_sql.py`` runs both on the same cases.
 
 Every request with a new key looks its record up, and every single-phase
 request inserts it; with the ORM, building and compiling each query and the
@@ -18,7 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import connection
+from rest_framework.authtoken.models import Token
 
 from idempotency.models import IdempotencyKey
 
@@ -47,12 +56,61 @@ def record_find(*, user_id: int, key: str) -> IdempotencyKey | None:
     with connection.cursor() as cursor:
         cursor.execute(_SELECT, [user_id, key])
         row = cursor.fetchone()
-    if row is None:
-        return None
-    values = list(row)
+    return None if row is None else _record_of(list(row))
+
+
+def _record_of(values: list[Any]) -> IdempotencyKey:
     for index, field in _CONVERTED:
         values[index] = field.from_db_value(values[index], None, connection)
     return IdempotencyKey.from_db(connection.alias, _NAMES, values)
+
+
+# --- A request's token and its key's record, together (the replay's one round trip) ---
+
+_User = get_user_model()
+_USER_FIELDS = [field.attname for field in _User._meta.concrete_fields]
+_TOKEN_FIELDS = [field.attname for field in Token._meta.concrete_fields]
+
+
+def _columns(alias: str, model: Any) -> str:
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(field.column)}" for field in model._meta.concrete_fields)
+
+
+# DRF's TokenAuthentication reads the token with its user (select_related); the
+# record is the (user, key) row ``record_find`` reads. A LEFT JOIN on the token's
+# user: one row when the token exists (the record's columns NULL when it has no
+# record under this key), none when it does not. Both lookups are unique indexes.
+_TOKEN_AND_RECORD = (
+    f"SELECT {_columns('t', Token)}, {_columns('u', _User)}, {_columns('k', IdempotencyKey)}"  # noqa: S608
+    f' FROM "{Token._meta.db_table}" t'
+    f' JOIN "{_User._meta.db_table}" u ON u.id = t.user_id'
+    f' LEFT JOIN "{_TABLE}" k ON k.user_id = t.user_id AND k.key = %s'
+    " WHERE t.key = %s"
+)
+
+
+def token_and_record_find(
+    *, token_key: str, key: str
+) -> tuple[Token, IdempotencyKey | None] | None:
+    """The token (its ``user`` loaded) and the user's record under ``key``, in one SELECT.
+
+    None when no token has this key. Agrees with
+    ``Token.objects.select_related("user").get(key=token_key)`` followed by
+    ``record_find(user_id=token.user_id, key=key)``.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_TOKEN_AND_RECORD, [key, token_key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    token_end = len(_TOKEN_FIELDS)
+    user_end = token_end + len(_USER_FIELDS)
+    token = Token.from_db(connection.alias, _TOKEN_FIELDS, list(row[:token_end]))
+    token.user = _User.from_db(connection.alias, _USER_FIELDS, list(row[token_end:user_end]))
+    record_values = list(row[user_end:])
+    record = None if record_values[0] is None else _record_of(record_values)
+    return token, record
 
 
 def record_insert(record: IdempotencyKey) -> None:
@@ -68,8 +126,8 @@ def record_insert(record: IdempotencyKey) -> None:
     record._state.db = connection.alias
 
 
-# The completer's lock condition (``core._take_lock``: free, or older than the lock
-# timeout) and the phase's fenced write of a final answer (``core._apply``), as one
+# The completer's lock condition (``core.take_lock``: free, or older than the lock
+# timeout) and the phase's fenced write of a final answer (``phases._apply``), as one
 # conditional UPDATE per batch: a record a live request holds is not touched, nor
 # one that moved on or names another resource than the answer is about. The rows
 # are locked in id order first (the subquery), so two completers finishing
@@ -93,11 +151,11 @@ _FINISH = f"""
 
 @dataclass(frozen=True)
 class FinalAnswer:
-    """A stored answer for one record, as ``core._apply`` writes a ``Respond``."""
+    """A stored answer for one record, as ``phases._apply`` writes a ``Respond``."""
 
     record_id: int
     status: int
-    body: str  # the JSON text, encoded once (``core.answer_json``)
+    body: str  # the JSON text, encoded once (``phases.answer_json``)
     headers: str  # the headers as JSON text
     resource_type: str
     resource_id: int

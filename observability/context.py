@@ -50,7 +50,7 @@ def key_hash(key: str) -> str:
     """What the logs say about an Idempotency-Key: a short SHA-256, never the key.
 
     Unkeyed on purpose: support can hash the key a customer quotes and grep for
-    it. The keys are high-entropy (DESIGN.md section 4), so the hash reveals nothing.
+    it. The keys are high-entropy (docs/design.md), so the hash reveals nothing.
     """
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 

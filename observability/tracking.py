@@ -39,7 +39,7 @@ def idempotent_request(*, route: str) -> Iterator[Callable[[bool], None]]:
     try:
         yield done
     except ApplicationError as error:
-        # By the stable codes (DESIGN.md section 4), so this layer needs no app's classes.
+        # By the stable codes (docs/design.md), so this layer needs no app's classes.
         outcomes.labels(route=route, outcome=_outcome_of(error.code)).inc()
         raise
     except Exception:

@@ -1,4 +1,4 @@
-"""The API's JSON shapes, as typed dictionaries (DESIGN.md 5)."""
+"""The API's JSON shapes, as typed dictionaries (docs/design.md, "Orders and payments")."""
 
 from __future__ import annotations
 

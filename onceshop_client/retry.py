@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-# 409s that mean "not settled yet, same key later" (DESIGN.md 4). 503
+# 409s that mean "not settled yet, same key later" (docs/design.md, "Behaviour matrix"). 503
 # `lock-timeout` and `payment-outcome-unknown` are 5xx and retried as such.
 RETRY_SAME_KEY_CODES = frozenset({"idempotency-key-in-use", "concurrent-update", "lock-timeout"})
 

@@ -55,10 +55,22 @@ class OrderAdmin(ReadOnlyAdmin):
     @admin.display(description="Allowed transitions")
     def allowed_transitions(self, order: Order) -> str:
         # Read from the state machine itself; changed only through the API's services.
-        # (django-fsm adds get_available_<field>_transitions at class creation.)
-        available = order.get_available_status_transitions()  # type: ignore[attr-defined]
-        moves = [f"{t.name} → {t.target}" for t in available]
+        # Every transition out of the current state, the ones waiting on a condition
+        # too (a PAID order is not final: it becomes REFUNDED once fully refunded).
+        # (django-fsm adds get_all_<field>_transitions at class creation.)
+        every = order.get_all_status_transitions()  # type: ignore[attr-defined]
+        moves = [
+            f"{t.name} → {t.target}{_waiting_on(t, order)}"
+            for t in sorted(every, key=lambda t: t.name)
+            if t.source in (order.status, "*") or (t.source == "+" and t.target != order.status)
+        ]
         return ", ".join(moves) or "none (final state)"
+
+
+def _waiting_on(transition: Any, order: Order) -> str:
+    """The conditions a transition still waits on, as words: ``" (when fully refunded)"``."""
+    unmet = [c for c in transition.conditions if not c(order)]
+    return "".join(f" (when {c.__name__.strip('_').replace('_', ' ')})" for c in unmet)
 
 
 @admin.register(InventoryMovement)

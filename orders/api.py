@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.dbrouter import allow_stale_reads
 from edge.api import current_user_id, paginated_response
 from edge.fields import StrictCharField, StrictIntegerField, StrictRegexField
 from edge.openapi import ProblemSerializer
@@ -46,6 +47,7 @@ class ProductListCreateApi(APIView):
         return [AllowAny()] if self.request.method in SAFE_METHODS else [IsAdminUser()]
 
     @extend_schema(responses=OutputSerializer(many=True), summary="List products")
+    @allow_stale_reads
     def get(self, request: Request) -> Response:
         return paginated_response(request, self, product_list(), self.OutputSerializer)
 
@@ -85,6 +87,7 @@ class OrderListCreateApi(IdempotentApi):
             return lines
 
     @extend_schema(responses=OrderOutputSerializer(many=True), summary="List my orders")
+    @allow_stale_reads
     def get(self, request: Request) -> Response:
         orders = order_list(user_id=current_user_id(request))
         return paginated_response(request, self, orders, OrderOutputSerializer)

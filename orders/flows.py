@@ -1,7 +1,7 @@
 """Order creation as an idempotent flow: one atomic phase.
 
 The record and the business rows (order, lines, stock reservation) commit in
-one transaction (see ``idempotency.core.atomic_phase``). Out of stock is a
+one transaction (see ``idempotency.phases.atomic_phase``). Out of stock is a
 final answer: stored and replayed. An unknown SKU is bad input: nothing is
 stored. Cancelling must respect payment attempts, so its flow lives a layer up,
 in ``payments.flows``.
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from django.urls import reverse
 
-from idempotency.core import Respond, single_phase
 from idempotency.models import IdempotencyKey
+from idempotency.phases import Respond, single_phase
 from orders.serializers import OrderOutputSerializer
 from orders.services import LineRequest, order_create
 

@@ -45,10 +45,15 @@ def _fully_refunded(order: Any) -> bool:
 class Order(ConcurrentTransitionMixin, models.Model):
     """An order and its state machine: UNPAID -> PAID -> REFUNDED, UNPAID -> CANCELLED.
 
-    The status is protected (no direct assignment) and every transition is saved
-    as ``UPDATE ... WHERE status = <source>`` (ConcurrentTransitionMixin): of two
-    requests moving the same order, the second matches no row and gets a named
-    ``ConcurrentTransition`` instead of overwriting the first.
+    The transitions are declared here; the UPDATE happens where a service saves
+    one. The status is protected (no direct assignment), and ConcurrentTransitionMixin
+    turns that save into ``UPDATE ... WHERE status = <source>``: of two requests
+    moving the same order, the second matches no row and gets a named
+    ``ConcurrentTransition`` instead of overwriting the first. The saves:
+    UNPAID -> PAID in ``payments.services.payment_settle`` (its ``_settle``; for many
+    orders at once, ``payments.batches.payment_settle_many``), UNPAID -> CANCELLED in
+    ``orders.services.order_cancel``, PAID -> REFUNDED in
+    ``payments.refunds.refund_settle``.
     """
 
     class Status(models.TextChoices):

@@ -21,6 +21,7 @@ from orders.errors import (
     TooManyOpenOrders,
     UnknownSku,
 )
+from orders.locks import lock_order
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 
 # One minor unit (a fen, a cent): no provider charges 0.
@@ -206,9 +207,10 @@ def order_cancel(*, order: Order, blocker: CancelBlocker) -> Order:
     Every caller passes ``payments.services.order_cancel_blocker``.
     """
     with transaction.atomic():
-        # Same lock, same order as payment_create: whichever comes second sees the
-        # other's committed result (a live attempt, or a cancelled order).
-        order = Order.objects.select_for_update().get(pk=order.pk)
+        # The order first, as every writer of it (orders.locks; payment_create and
+        # each settlement too): whichever comes second sees the other's committed
+        # result (a live attempt, a paid or a cancelled order).
+        order = lock_order(order_id=order.pk)
         if order.status != Order.Status.UNPAID:
             raise OrderNotCancellable(f"The order is {order.status.lower()}.")
         if reason := blocker(order):
@@ -239,7 +241,8 @@ def shipment_create(*, order_id: int) -> Shipment | None:
     The unique order column is the dedupe: a redelivered or doubled task inserts
     nothing (ON CONFLICT DO NOTHING) and returns the shipment the first one made.
     """
-    # PAID is a final state, so this read cannot go stale before the insert.
+    # PAID is left only for REFUNDED, and a refunded order may have shipped before
+    # its refund (the audit allows it): a read gone stale before the insert is harmless.
     if not Order.objects.filter(pk=order_id, status=Order.Status.PAID).exists():
         return None  # not paid (or gone): nothing to ship, and nothing to retry
     Shipment.objects.bulk_create([Shipment(order_id=order_id)], ignore_conflicts=True)

@@ -1,4 +1,9 @@
-"""Settling many attempts at once: the reconciler's hot path, in set-based SQL.
+"""Fast path: many attempts settled at once in set-based SQL, agreeing with ``payment_settle``.
+
+The reference is ``payments.services.payment_settle`` (one attempt, one
+transaction): for every answer this module accepts, it must write the same rows
+(attempt, ledger entry, order) as that function would, and
+``tests/payments/test_batches.py`` runs both on the same cases.
 
 ``payment_settle`` settles one attempt in its own transaction, about ten
 statements each. A reconcile pass over thousands of unknown attempts

@@ -2,7 +2,7 @@
 
 Before a new attempt at the same money (a pay after declined charges, a refund
 after declined refunds) the request asks the provider whether an earlier
-attempt was carried out late after all (DESIGN.md section 7, "Late outcomes").
+attempt was carried out late after all (docs/design.md, "Late outcomes").
 It asks while it holds its Idempotency-Key's lock, so the asking must fit in
 that lock's budget:
 

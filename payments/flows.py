@@ -38,9 +38,9 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
-from idempotency.core import MoveTo, Respond, atomic_phase, single_phase
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from idempotency.phases import MoveTo, Respond, atomic_phase, single_phase
 from observability import context
 from orders.models import Order
 from orders.selectors import order_get

@@ -2,12 +2,13 @@
 payment attempt, then its refund attempt.
 
 Two writers that lock the same rows in different orders can deadlock: a pay, a
-cancel, a settlement, a refund, an orphaned capture's booking and the start of
-its next refund all touch an order and its attempts. So each of them locks
-through these helpers, never with its own ``select_for_update``: the order
-comes first (it is the row every one of them shares, and the one whose lock
-serialises them), the attempt after it. A reader of any writer sees the order
-in the helper's name, not in a comment that could drift.
+cancel, an expiry, a settlement, a refund, an orphaned capture's booking and
+the start of its next refund all touch an order and its attempts. So each of
+them locks through these helpers, never with its own ``select_for_update``:
+the order comes first (``orders.locks``, which a cancel and an expiry use too:
+it is the row every one of them shares, and the one whose lock serialises
+them), the attempt after it. A reader of any writer sees the order in the
+helper's name, not in a comment that could drift.
 
 The batch settlement (``payments.batches``) is the one fast path that spells the
 same order in SQL (its orders ``ORDER BY id FOR UPDATE``, then the attempts).
@@ -15,20 +16,19 @@ same order in SQL (its orders ``ORDER BY id FOR UPDATE``, then the attempts).
 
 from __future__ import annotations
 
-from django.db.models import QuerySet, Subquery
+from django.db.models import Subquery
 
+from orders.locks import lock_order, orders_to_lock
 from orders.models import Order
 from payments.models import Payment, Refund
 
-
-def orders_to_lock() -> QuerySet[Order]:
-    """Orders to look up and lock first (by number and owner, say): nothing else held."""
-    return Order.objects.select_for_update()
-
-
-def lock_order(*, order_id: int) -> Order:
-    """The order row alone (the writer then touches its attempts by conditional UPDATEs)."""
-    return orders_to_lock().get(pk=order_id)
+# The first step, re-exported: a writer of payments finds the whole order here.
+__all__ = [
+    "lock_order",
+    "lock_order_and_payment",
+    "lock_order_and_refund",
+    "orders_to_lock",
+]
 
 
 def lock_order_and_payment(*, payment_id: int) -> tuple[Order, Payment]:

@@ -17,18 +17,29 @@ the provider first (``query_refund``), and the reconciler does if nobody returns
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from functools import partial
 
-from idempotency.core import MoveTo, Respond, atomic_phase
+from django.db.models import Exists, OuterRef
+
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from idempotency.phases import MoveTo, Respond, atomic_phase
 from observability import context
+from orders.models import Order
 from orders.serializers import order_representation
+from payments.earlier import MAX_EARLIER_ASKED, within_lock_budget
 from payments.errors import RefundDeclined, RefundOutcomeUnknown
 from payments.models import UNSETTLED_REFUND_STATUSES, Refund, RefundAttemptStatus
-from payments.providers import PaymentProvider, ProviderOutcomeUnknown, RefundResult
+from payments.providers import (
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    RefundResult,
+    RefundStatus,
+)
 from payments.refunds import (
+    REJECTED_PREFIX,
     RefundRequest,
     refund_create,
     refund_mark_unknown,
@@ -36,6 +47,8 @@ from payments.refunds import (
     refund_settle,
 )
 from payments.services import Settlement
+
+logger = logging.getLogger(__name__)
 
 
 class RefundPoint(RecoveryPoint):
@@ -54,10 +67,13 @@ def order_refund_flow(
     and the stored answer together. An unknown outcome answers 503 and leaves
     the record at ``refund_created``; the same key resumes there, asking the
     provider first (``query_refund``), and the reconciler does if nobody returns.
+    Before phase one, the provider is asked about the order's earlier declined
+    refunds (``_settle_earlier_refunds``), as the pay flow asks about failed charges.
     """
     while True:
         match record.recovery_point:
             case RefundPoint.STARTED:
+                _settle_earlier_refunds(request=request, provider=provider)
                 atomic_phase(record, partial(_start_refund, request=request))
             case RefundPoint.REFUND_CREATED:
                 refund_id = record.resource_id
@@ -68,6 +84,50 @@ def order_refund_flow(
                 return
             case other:
                 raise UnknownRecoveryPoint(other)
+
+
+def _settle_earlier_refunds(*, request: RefundRequest, provider: PaymentProvider) -> None:
+    """Before a new refund attempt of an order, ask the provider about its earlier
+    declined ones, and book one it carried out late. Outside any transaction.
+
+    A decline is final for the attempt's answer (its key keeps replaying 402), not
+    for the money: a provider may carry a declined refund out later (docs/design.md,
+    "Late outcomes"). Booked here (``refund_settle`` with the
+    provider's query, so FAILED -> SUCCEEDED once, under the order's lock), the
+    order's ``refunded_amount`` counts it before phase one checks the new refund
+    against what is left: one that no longer fits is the contract's 409
+    ``refund-exceeds-paid`` (or ``order-not-refundable`` once all is back),
+    stored like any final answer, and nothing more is sent. Provider
+    unreachable: 503 ``refund-outcome-unknown`` (nothing stored, nothing sent;
+    the same key asks again) rather than a refund beside one that may have gone
+    through.
+    """
+    orders = Order.objects.filter(number=request.order_number, status=Order.Status.PAID)
+    if not request.is_staff:
+        orders = orders.filter(user_id=request.user_id)
+    declined = Refund.objects.filter(order=OuterRef("pk"), status=RefundAttemptStatus.FAILED)
+    if not orders.filter(Exists(declined)).exists():
+        return  # the common case, an order's first refund: one cheap read, nothing to ask
+    # A refusal of the request itself (4xx, ``rejected-...``) left nothing at the
+    # provider to carry out: never asked about. The others newest first, as many as
+    # the key's lock has room for (payments.earlier, as the pay flow does); an older
+    # one's late success still reaches the reconciler by notification or statement.
+    can_succeed_late = (
+        Refund.objects.filter(order__in=orders, status=RefundAttemptStatus.FAILED)
+        .exclude(failure_code__startswith=REJECTED_PREFIX)
+        .select_related("payment")
+        .order_by("-pk")[:MAX_EARLIER_ASKED]
+    )
+    for earlier in within_lock_budget(list(can_succeed_late)):
+        try:
+            account = provider.query_refund(out_refund_no=earlier.refund_no)
+        except ProviderOutcomeUnknown as error:
+            raise RefundOutcomeUnknown(reason=str(error)) from error
+        if account is not None and account.status is RefundStatus.SUCCESS:
+            logger.warning("refund %s: declined, then carried out late", earlier.refund_no)
+            # A conflict (the provider's account contradicts ours) is logged by the
+            # settlement and left to the reconciler and the audit, as everywhere.
+            refund_settle(refund_id=earlier.pk, result=account, confirmed=True)
 
 
 def _start_refund(*, request: RefundRequest) -> MoveTo:

@@ -39,6 +39,11 @@ from payments.services import Settlement
 logger = logging.getLogger(__name__)
 
 
+# The failure code's prefix of a refund the provider refused as a request (a 4xx):
+# nothing was refunded, and nothing is there to be carried out later.
+REJECTED_PREFIX = "rejected-"
+
+
 def _new_refund_no() -> str:
     # 64 random bits, like out_trade_no: unguessable, and unique by constraint anyway.
     return f"R{timezone.now():%Y%m%d}{secrets.token_hex(8).upper()}"
@@ -136,7 +141,7 @@ def _rejected(*, refund: Refund, code: str) -> RefundResult:
         refund_id=None,
         amount=None,
         currency=None,
-        decline_reason=f"rejected-{code}"[:64],
+        decline_reason=f"{REJECTED_PREFIX}{code}"[:64],
     )
 
 

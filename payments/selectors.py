@@ -61,3 +61,10 @@ class RecordedReferences:
             .values_list("payment__out_trade_no", flat=True)
             .first()
         )
+
+    def currency(self, out_trade_no: str) -> str | None:
+        return (
+            Payment.objects.filter(out_trade_no=out_trade_no)
+            .values_list("currency", flat=True)
+            .first()
+        )

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 
-from reconcile.desk.actions import ACTIONS, case_act
+from reconcile.desk.actions import ACTIONS, ALREADY_RESOLVED, CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseActionKind, CaseState
 from reconcile.models import StatementDiscrepancy, StatementImport, StatementLine, StrayCapture
 from reconcile.statements.discrepancies import discrepancy_resolve
@@ -133,6 +134,30 @@ class CaseAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a resolution is recorded, never a delete
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A resolved case is kept for the record: its page is read-only (no form, no save).
+        if obj is not None and obj.state != CaseState.OPEN:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # A save of a case resolved meanwhile (a double click, a second tab, another
+        # person): said plainly on its read-only page, never a 403 or a 500.
+        if request.method == "POST":
+            case = Case.objects.filter(pk=object_id).only("state").first()
+            if case is not None and case.state != CaseState.OPEN:
+                self.message_user(
+                    request, f"case {case.pk} is {ALREADY_RESOLVED}", messages.WARNING
+                )
+                return redirect(request.path)
+        return super().change_view(request, object_id, form_url, extra_context)
+
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
@@ -162,10 +187,16 @@ class CaseAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         # Through the service (conditional on the case being open, recorded), not obj.save().
-        result = case_act(
-            case_id=obj.pk,
-            action=form.cleaned_data["action"],
-            note=form.cleaned_data["note"],
-            user=request.user,  # type: ignore[arg-type]  # the admin serves logged-in staff
+        try:
+            result = case_act(
+                case_id=obj.pk,
+                action=form.cleaned_data["action"],
+                note=form.cleaned_data["note"],
+                user=request.user,  # type: ignore[arg-type]  # the admin serves logged-in staff
+            )
+        except CaseActionRefused as refused:
+            self.message_user(request, f"case {obj.pk}: {refused}", messages.ERROR)
+            return
+        self.message_user(
+            request, result.message, messages.SUCCESS if result.acted else messages.WARNING
         )
-        self.message_user(request, result.message)

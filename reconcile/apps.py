@@ -8,9 +8,14 @@ class ReconcileConfig(AppConfig):
     verbose_name = "Reconciliation"
 
     def ready(self) -> None:
+        from idempotency.services import reap_isolation_register
         from observability.metrics.gauges import count_and_age_gauges, register
         from reconcile import selectors
         from reconcile.desk import selectors as desk
+        from reconcile.desk.isolation import REAP, ItemGuard
+
+        # The reaper's records go through the desk's guard, whoever runs the reaper.
+        reap_isolation_register(lambda: ItemGuard(job=REAP, subject_type="record"))
 
         # What the daily statement left for people and for refunds (docs/operating.md).
         register(

@@ -14,7 +14,7 @@ A lock is not idempotency: it can expire under a runner that stalls past its
 TTL. The row claims in the services (``FOR UPDATE SKIP LOCKED``, leases,
 conditional updates) are what make an overlap harmless; the lock only keeps
 runners from wasting work on each other. That is also why a Redis that does not
-answer skips the lock instead of the job (DESIGN.md 7, "Redis down"): the pass
+answer skips the lock instead of the job (docs/design.md, "Redis down"): the pass
 runs on its row claims alone, logged and counted
 (``onceshop_redis_unavailable_total{use="runner-lock"}``).
 """

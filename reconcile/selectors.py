@@ -55,13 +55,15 @@ def records_unfinished_of(*, resource_type: str, ids: Collection[int]) -> list[I
     )
 
 
-def records_abandoned(*, stale_before: datetime, after_id: int, limit: int) -> list[int]:
-    """Unfinished records whose lock is free or older than the lock timeout."""
+def records_abandoned(
+    *, stale_before: datetime, after_id: int, limit: int
+) -> list[tuple[int, str]]:
+    """(id, key) of unfinished records whose lock is free or older than the lock timeout."""
     return list(
         IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED)
         .filter(Q(locked_at__isnull=True) | Q(locked_at__lt=stale_before), pk__gt=after_id)
         .order_by("pk")
-        .values_list("pk", flat=True)[:limit]
+        .values_list("pk", "key")[:limit]
     )
 
 

@@ -17,7 +17,7 @@ import redis
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connection, connections
 from rest_framework.test import APIClient
 
 from config.celery import app as celery_app
@@ -259,3 +259,31 @@ def wsgi_in_test_transaction() -> Iterator[None]:
     finally:
         request_started.connect(close_old_connections)
         request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def poison() -> Iterator[Callable[..., None]]:
+    """``poison(table, when)``: the database refuses every write of ``table`` whose rows
+    match ``when`` (a trigger's WHEN on NEW/OLD), until the test ends."""
+    made: list[str] = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION test_poisoned_row() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RAISE EXCEPTION 'poisoned row in %', TG_TABLE_NAME; END $$"
+        )
+
+    def add(table: str, when: str, *, event: str = "UPDATE") -> None:
+        name = f"test_poison_{len(made)}"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH ROW "
+                f"WHEN ({when}) EXECUTE FUNCTION test_poisoned_row()"
+            )
+        made.append(f"{name} ON {table}")
+
+    try:
+        yield add
+    finally:
+        with connection.cursor() as cursor:
+            for trigger in made:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {trigger}")

@@ -11,7 +11,12 @@ flow depends on another way (docs/providers.md, "What the emulator cannot show")
 - it has no search (``/v1/payment_intents/search`` is a 404), and nor does the
   adapter use one;
 - it sends no refund events, always answers a refund ``succeeded`` at once, and
-  never checks a refund against what is left of the charge (the shop does);
+  never checks a refund against what is left of the charge (the shop does): a
+  refund's ``pending`` / ``requires_action`` / ``failed`` / ``canceled`` are
+  tested on Stripe's documented shapes (test_provider_stripe_parsing.py);
+- it leaves a card PaymentIntent ``requires_action`` only for a 3-D Secure test
+  card, completed through an endpoint of its own (``.../_authenticate``, with a
+  publishable key, as Stripe.js would); it never shows ``processing`` for a card;
 - it returns ``latest_charge`` expanded whether asked or not.
 """
 

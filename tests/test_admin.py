@@ -107,6 +107,9 @@ def _assert_read_only(staff_web: Client, model: type[Model]) -> None:
     assert all(most <= total for most, total in zip(maxima, totals, strict=True))
     assert "Read-only here: the admin never adds, edits or deletes" in changelist
     assert "Read-only here: the admin never adds, edits or deletes" in change
+    # The note follows the object tools (HISTORY), which float up beside the title:
+    # above them, it would sit under the button.
+    assert change.index('class="object-tools"') < change.index("read-only-note")
     # Posting the forms anyway is refused, and nothing is written or removed.
     count = model._default_manager.count()
     assert staff_web.post(_url(model, "add"), {}).status_code == 403

@@ -9,6 +9,7 @@ from django.templatetags.static import static
 from django.test import Client
 
 from edge.errors import ApplicationError
+from edge.problem_meanings import MEANINGS
 from edge.problems import _subclasses, problem_types
 from payments.errors import OrderNotPayable
 
@@ -69,3 +70,26 @@ def test_the_favicon_leads_to_the_shop_icon():
     assert icon.status_code == 302
     assert icon["Location"] == static("storefront/favicon.svg")
     assert finders.find("storefront/favicon.svg")  # collected, then served by WhiteNoise
+
+
+def test_every_code_has_a_meaning_written_for_whoever_received_it():
+    found = problem_types()
+
+    assert set(MEANINGS) == set(found)  # none missing, none left over from a removed code
+    for code, problem in found.items():
+        assert problem.meaning == MEANINGS[code]
+        assert "``" not in problem.meaning, code  # reStructuredText is the docstrings' markup
+        assert "Base of" not in problem.meaning, code
+
+
+@pytest.mark.parametrize(
+    ("language", "meaning"),
+    [
+        ("en", "<code>detail</code> says what is wrong; fix the request"),
+        ("zh-hans", "回答里的 <code>detail</code> 说明哪里不对"),
+    ],
+)
+def test_a_problem_page_says_what_the_code_means_in_the_readers_language(language, meaning):
+    page = Client(headers={"accept-language": language}).get("/problems/bad-request")
+
+    assert meaning in page.content.decode()

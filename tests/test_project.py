@@ -64,6 +64,38 @@ def test_docker_compose_parses_and_has_every_service_with_a_health_check():
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 
+def _published(service: dict) -> set[tuple[str, int, int]]:
+    """("127.0.0.1", host port, container port) for each of the service's ports."""
+    found = set()
+    for port in service.get("ports", []):
+        address, host, container = str(port).split(":")
+        found.add((address, int(host), int(container)))
+    return found
+
+
+def test_the_demo_compose_publishes_what_the_readme_links_to():
+    # `docker compose config` needs the compose plugin, absent here: the file is read
+    # as compose reads it (YAML with merge keys) and checked against the README.
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    readme = (ROOT / "README.md").read_text()
+    linked = {int(port) for port in re.findall(r"127\.0\.0\.1:(\d+)/", readme)}
+
+    published = {host for service in services.values() for _a, host, _c in _published(service)}
+    assert {8000, 8001} <= linked
+    assert linked <= published  # every 127.0.0.1 link of the README answers
+    assert _published(services["web"]) == {("127.0.0.1", 8000, 8000)}
+    assert _published(services["provider"]) == {("127.0.0.1", 8001, 8000)}
+    assert all(addr == "127.0.0.1" for s in services.values() for addr, _h, _c in _published(s))
+
+
+def test_every_demo_service_is_restarted_when_it_dies():
+    # "The supervisor starts a new one" (the chaos panel): under compose, the policy.
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+
+    for name, service in services.items():
+        assert service.get("restart") in {"unless-stopped", "always", "on-failure"}, name
+
+
 def test_the_atomic_requests_setting_stays_off():
     # The idempotency layer owns its transactions; a request-wide one would merge
     # the phases and break the recovery points.

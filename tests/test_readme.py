@@ -1,5 +1,8 @@
 """The README's API tour, run as written against a live shop, and its outputs checked.
 
+Both editions: the Chinese README's tour is the same commands with Chinese prose,
+so a reader of either sees the same replays.
+
 Every ```sh block of "A tour of the API" runs, in order, in one bash (as a reader
 pastes them into one shell), with the shop's URL replaced by the live server's.
 Each ```text block that follows is what the README claims those commands print:
@@ -16,8 +19,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-TOUR = "## A tour of the API"
+ROOT = Path(__file__).resolve().parents[1]
+TOURS = {"README.md": "## A tour of the API", "README.zh-CN.md": "## API 快速体验"}
 DEMO_URL = "http://127.0.0.1:8000"
 BASH = shutil.which("bash") or "/bin/bash"
 BLOCK = re.compile(r"```(sh|text)\n(.*?)```", re.S)
@@ -25,10 +28,11 @@ BLOCK = re.compile(r"```(sh|text)\n(.*?)```", re.S)
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def tour_blocks() -> list[tuple[str, str]]:
-    text = README.read_text()
-    section = text[text.index(TOUR) :]
-    section = section[: section.index("\n## ", len(TOUR))]
+def tour_blocks(readme: str) -> list[tuple[str, str]]:
+    text = (ROOT / readme).read_text()
+    tour = TOURS[readme]
+    section = text[text.index(tour) :]
+    section = section[: section.index("\n## ", len(tour))]
     return BLOCK.findall(section)
 
 
@@ -51,9 +55,10 @@ def claimed(line: str) -> re.Pattern[str]:
     return re.compile("^" + ".*".join(re.escape(part) for part in line.split("…")) + "$")
 
 
-def test_every_command_of_the_tour_prints_what_the_readme_shows(sandbox, live_server):
+@pytest.mark.parametrize("readme", sorted(TOURS))
+def test_every_command_of_the_tour_prints_what_the_readme_shows(sandbox, live_server, readme):
     call_command("seed_demo", stdout=None)  # alice and the catalogue, as make demo seeds
-    blocks = tour_blocks()
+    blocks = tour_blocks(readme)
     assert DEMO_URL in blocks[0][1]
 
     outputs = iter(run_tour(blocks, live_server.url))
@@ -72,3 +77,10 @@ def test_every_command_of_the_tour_prints_what_the_readme_shows(sandbox, live_se
     assert checked >= 14
     replays = [block for kind, block in blocks if kind == "text" and "Replayed: true" in block]
     assert len(replays) == 2
+
+
+def test_both_editions_tour_with_the_same_commands():
+    def commands(readme: str) -> list[str]:
+        return [code for kind, code in tour_blocks(readme) if kind == "sh"]
+
+    assert commands("README.zh-CN.md") == commands("README.md")

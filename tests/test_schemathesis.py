@@ -1,4 +1,4 @@
-"""Schemathesis over /api/schema/, in process against the WSGI application (issue 11).
+"""Schemathesis over /api/schema/, in process against the WSGI application.
 
 - Every operation of the published schema, as an anonymous client, a customer
   and staff, with schema-valid and schema-violating data (a missing or
@@ -81,7 +81,7 @@ EXCLUDED: list[Any] = []
 
 
 def errors_are_problem_json(ctx: Any, response: Any, case: Any) -> bool | None:
-    """Every 4xx/5xx is RFC 9457 problem+json with a stable ``code`` (DESIGN.md section 5)."""
+    """Every 4xx/5xx is RFC 9457 problem+json with a stable ``code`` (docs/design.md)."""
     if response.status_code < 400:
         return None
     headers = {name.lower(): values for name, values in response.headers.items()}

@@ -9,9 +9,9 @@ import os
 from importlib.util import find_spec
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.databases import databases
 from config.production import (
     DEVELOPMENT_PROVIDER_API_KEY,
     DEVELOPMENT_SECRET_KEY,
@@ -134,18 +134,22 @@ DATABASE_URL = os.environ["DATABASE_URL"]
 # request uses it: one the server ended meanwhile (a restart, a failover, an idle
 # timeout) is replaced instead of failing that request with a 500.
 DATABASE_CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 60)
-DATABASES = {
-    "default": dj_database_url.parse(
-        DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE, conn_health_checks=True
-    )
-}
 # A request that waits on a row lock longer than this fails with 503 `lock-timeout`
 # instead of hanging: shorter than any client or gateway timeout in front of us.
 DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 5000)
-DATABASES["default"].setdefault("OPTIONS", {})
-DATABASES["default"]["OPTIONS"]["options"] = f"-c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
-# Never on: the idempotency layer owns its transactions (one per phase).
-DATABASES["default"]["ATOMIC_REQUESTS"] = False
+# A streaming replica for the reads that may be stale (config/dbrouter.py), and a
+# pooler in transaction mode in front of PostgreSQL (config/databases.py says what
+# that changes; docs/scaling.md). Both off by default: one server, direct.
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")
+DATABASE_TRANSACTION_POOLING = env_bool("DATABASE_TRANSACTION_POOLING", False)
+DATABASES = databases(
+    url=DATABASE_URL,
+    replica_url=DATABASE_REPLICA_URL,
+    conn_max_age=DATABASE_CONN_MAX_AGE,
+    lock_timeout_ms=DATABASE_LOCK_TIMEOUT_MS,
+    transaction_pooling=DATABASE_TRANSACTION_POOLING,
+)
+DATABASE_ROUTERS = ["config.dbrouter.PrimaryReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Web pages (storefront/) ---------------------------------------------------------

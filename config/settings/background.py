@@ -10,8 +10,11 @@ from config.settings.profile import DEMO_MODE, env_int, env_str
 
 # --- Redis and Celery -----------------------------------------------------------
 REDIS_URL = os.environ["REDIS_URL"]
-# kombu spells a Unix socket URL differently from redis-py.
-CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+# The broker is Redis unless CELERY_BROKER_URL names another (RabbitMQ: amqp://...);
+# Redis keeps the tokens, throttles and locks either way. kombu spells a Unix socket
+# URL differently from redis-py.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL.replace("unix://", "redis+socket://", 1))
+BROKER_IS_AMQP = CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://"))
 CELERY_RESULT_BACKEND = None
 # The queue every task goes to (and workers consume); tests use their own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
@@ -25,18 +28,30 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Hard limit on any task; the broker's visibility timeout below must exceed it,
 # or Redis would hand a still-running task to a second worker.
 CELERY_TASK_TIME_LIMIT = 300
+# Redis only: a message a worker took and never acknowledged (the whole worker was
+# killed) goes back to the queue after this long. An hour: far above the task limit.
+# RabbitMQ needs no such timer: it requeues the moment the connection drops.
+CELERY_VISIBILITY_TIMEOUT_S = env_int("CELERY_VISIBILITY_TIMEOUT_S", 3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": 3600,
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S,
     # A broker that accepts connections and never answers (frozen, swapped out) must
     # not hang the request that enqueues at commit (without these: for ever). Give
     # up after 2 s, above the worker's 1 s BRPOP; Celery's publish retries (below)
     # would each wait as long again. redis-py itself reconnects a pooled connection
     # a restart dropped; a publish that still fails is logged and its work swept up
-    # later (DESIGN.md 7, "Redis down").
+    # later (docs/design.md, "Redis down").
     "socket_timeout": 2,
     "socket_connect_timeout": 2,
 }
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 0}
+if BROKER_IS_AMQP:
+    # RabbitMQ: quorum queues (replicated by Raft; a classic queue lives on one node).
+    # They have no global prefetch, which Celery detects, and they take delayed tasks
+    # (countdown) through RabbitMQ's native delayed delivery, which routes by topic.
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = "quorum"
+    CELERY_TASK_DEFAULT_EXCHANGE_TYPE = "topic"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
+    CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_TIMEZONE = "UTC"
 
 # --- Reconciliation (reconcile/): beat's periodic work and its timings -------------

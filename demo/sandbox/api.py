@@ -17,6 +17,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny, IsAdminUser
+from rest_framework.renderers import JSONRenderer, TemplateHTMLRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -115,16 +116,22 @@ def validate_notify_url(value: str) -> None:
 
 @extend_schema(exclude=True)
 class IndexApi(APIView):
-    """GET /sandbox/: what this provider offers, for a reader who opens it in a browser."""
+    """GET /sandbox/: what this provider offers.
+
+    JSON for a program (the first renderer: ``Accept: */*``, ``application/json``),
+    an HTML page for a browser, which asks for ``text/html`` first.
+    """
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
     throttle_classes: list[type] = []
+    renderer_classes = [JSONRenderer, TemplateHTMLRenderer]
+    template_name = "sandbox/index.html"
 
     def get(self, request: Request) -> Response:
         return Response(
             {
-                "provider": "OnceShop's sandbox: a stand-in payment provider (DESIGN.md 5)",
+                "provider": "OnceShop's sandbox: a stand-in payment provider (docs/design.md)",
                 "merchant_auth": "Authorization: Bearer <merchant key> (SANDBOX_API_KEYS)",
                 "endpoints": SANDBOX_ENDPOINTS,
                 "admin": "/admin/ (its tables, read-only)",

@@ -1,6 +1,6 @@
 """The ``Sandbox-Signature`` header of outgoing notifications: sign and verify.
 
-Format (DESIGN.md section 6)::
+Format (docs/design.md, "Callbacks")::
 
     Sandbox-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>[,v1=...]
 

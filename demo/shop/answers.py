@@ -30,7 +30,8 @@ from idempotency.errors import (
 from orders.errors import OrderKeyReused, OrderNotCancellable, OutOfStock, UnknownSku
 from payments.errors import OrderNotPayable, PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
 
-# The answers after which the right move is the SAME key again, later (DESIGN.md 4):
+# The answers after which the right move is the SAME key again, later (docs/design.md,
+# "Behaviour matrix"):
 # the first request is still running, or nobody knows yet what happened. Every
 # other error is final for its key: a new attempt needs a new key.
 RETRY_SAME_KEY = frozenset(

@@ -2,7 +2,7 @@
 
 Reads only. The four tables are the article's: orders, ledger, inventory and
 idempotency records; "agree" means the same numbers as the audit's invariants
-(DESIGN.md section 9), shown side by side so a person can see them agree. The
+(docs/design.md), shown side by side so a person can see them agree. The
 verdict itself is the audit's (``reconcile.audit.run``), not a second audit.
 """
 
@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from callbacks.models import ProviderNotification
+from demo.shop.labels import notification_outcome
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability.metrics.gauges import GaugeValue, gauge_values
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
@@ -88,9 +89,10 @@ class GaugeRow:
     @classmethod
     def of(cls, gauge: GaugeValue) -> GaugeRow:
         if gauge.name.endswith("_timestamp_seconds"):
-            shown = f"{max(0.0, time.time() - gauge.value):.0f} s ago"
+            seconds = f"{max(0.0, time.time() - gauge.value):.0f}"
+            shown = gettext("%(seconds)s s ago") % {"seconds": seconds}
         elif gauge.name.endswith("_seconds"):
-            shown = f"{gauge.value:.0f} s"
+            shown = gettext("%(seconds)s s") % {"seconds": f"{gauge.value:.0f}"}
         else:
             shown = f"{gauge.value:.0f}"
         labels = ", ".join(f'{name}="{value}"' for name, value in gauge.labels.items())
@@ -206,7 +208,7 @@ def _records(now: datetime) -> dict[str, int]:
 
 def _notifications() -> dict[str, int]:
     return {
-        row["outcome"]: row["n"]
+        notification_outcome(row["outcome"]): row["n"]
         for row in ProviderNotification.objects.values("outcome").annotate(n=Count("id"))
     }
 

@@ -124,6 +124,23 @@ KILL_WHAT_SHOULD_HAPPEN = gettext_noop(
     "second time."
 )
 
+# Where the worker is not this server's neighbour (docker compose runs it in its own
+# container, whose processes this one cannot see in /proc), the panel says so
+# instead of offering buttons that could only fail.
+KILL_NOT_FROM_HERE = gettext_noop(
+    "The panel cannot kill the worker from here: it runs apart from this web server (under "
+    "docker compose, in the worker container, whose processes this container cannot see). "
+    "Kill it from the host with `docker compose kill worker`: its restart policy starts a "
+    "new one, and a task it was running is handed out again. Under `make demo` the panel "
+    "kills it itself."
+)
+
+
+def chaos_can_kill_here() -> bool:
+    """Whether the worker runs beside this server, under the demo's supervisor."""
+    return Path("/proc/self").exists() and demo.WORKER_PIDFILE.is_file()
+
+
 # The panel's load test: identical requests, and how many are in flight at once. A
 # small pool keeps the test far from PostgreSQL's 100 connections (the web server
 # holds one per thread) while still racing on one key.

@@ -34,7 +34,7 @@ class Concept:
 CONCEPTS = (
     Concept(
         _("Idempotency-Key record per (user, key), written with the business rows"),
-        ("idempotency.core.execute", "idempotency.core.atomic_phase"),
+        ("idempotency.core.execute", "idempotency.phases.atomic_phase"),
         ("idempotency_key_unique_per_user", "idempotency_finished_has_response"),
         "docs/idempotency.md",
     ),
@@ -58,7 +58,9 @@ CONCEPTS = (
     ),
     Concept(
         _("Order state machine: `UPDATE … WHERE status = 'UNPAID'`"),
-        ("orders.models.Order",),
+        # Declared on the model; the UNPAID -> PAID UPDATE is issued where a settlement
+        # saves it.
+        ("orders.models.Order", "payments.services.payment_settle"),
         (),
         "docs/idempotency.md",
     ),
@@ -114,7 +116,11 @@ CONCEPTS = (
     Concept(_("One shipment per order"), ("orders.services.shipment_create",)),
     Concept(
         _("Reconciliation: ask the provider, never guess; fence with `close`"),
-        ("reconcile.recovery.payments.payment_reconcile", "reconcile.recovery.payments.run_once"),
+        (
+            "reconcile.recovery.payments.run_once",
+            "reconcile.recovery.payments.payment_ask",
+            "reconcile.recovery.payments.payment_answers_apply",
+        ),
         (),
         "docs/reconciliation.md",
     ),

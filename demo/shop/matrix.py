@@ -1,4 +1,4 @@
-"""The behaviour matrix of DESIGN.md section 4, as the "how it works" page shows it.
+"""The behaviour matrix of docs/design.md, as the "how it works" page shows it.
 
 The situations and the "stored?" column are the design's words; every status
 and code is read from the error class that produces it, so the page shows what

@@ -13,6 +13,7 @@ from django.utils.translation import gettext
 from callbacks.models import ProviderNotification
 from demo.sandbox.models import Fault
 from demo.sandbox.selectors import fault_list_active
+from demo.shop.labels import notification_outcome
 from demo.shop.templatetags.storefront import money
 from idempotency.models import IdempotencyKey
 from orders.models import InventoryMovement, Order, Product, Shipment
@@ -285,7 +286,10 @@ def order_timeline(*, order: Order, extra: Sequence[Event] = ()) -> list[Event]:
                     notification.received_at,
                     "notification",
                     gettext("Notification %(id)s received: %(outcome)s")
-                    % {"id": _short(notification.notify_id), "outcome": notification.outcome},
+                    % {
+                        "id": _short(notification.notify_id),
+                        "outcome": notification_outcome(notification.outcome),
+                    },
                     gettext("%(status)s; the shop answered %(answer)s (the same for every copy)")
                     % {
                         "status": notification.trade_status,

@@ -7,7 +7,7 @@ same action (same method, same API route, same body), and runs the same flow
 So a key used on a page and the same key sent to the API are one request: the
 second replays the first, whichever came first.
 
-The checkout adds the entry gate of DESIGN.md section 7: the form carries a
+The checkout adds the entry gate of docs/design.md ("Background work"): the form carries a
 one-time token the server issued, and submitting consumes it atomically.
 """
 

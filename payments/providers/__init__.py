@@ -8,14 +8,12 @@ from django.conf import settings
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
-    KeepsWallets,
     Notification,
     NotificationInvalid,
     NotificationMalformed,
     NotificationNotApplied,
     NotificationSignatureInvalid,
     PaymentProvider,
-    PreparesCharges,
     ProviderAnswerConflict,
     ProviderOutcomeUnknown,
     ProviderRejected,
@@ -27,10 +25,12 @@ from payments.providers.base import (
     StatementMalformed,
     WalletStatement,
 )
+from payments.providers.capabilities import ExtendsAudit, KeepsWallets, PreparesCharges
 
 __all__ = [
     "ChargeResult",
     "ChargeStatus",
+    "ExtendsAudit",
     "KeepsWallets",
     "Notification",
     "NotificationInvalid",

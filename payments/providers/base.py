@@ -32,7 +32,7 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 
 class ChargeStatus(enum.StrEnum):
@@ -205,7 +205,7 @@ class PaymentProvider(Protocol):
     ``name`` is the provider's name in the shop's records (notifications are
     unique per provider); ``callback_route`` is the URL name of the endpoint its
     notifications come to. What only some providers do is a capability below
-    (``PreparesCharges``, ``KeepsWallets``): the flows, the reconciler and the
+    (``PreparesCharges``, ``KeepsWallets``, in ``capabilities``): the flows, the reconciler and the
     audit ask for the capability, never for a provider by name.
     """
 
@@ -275,36 +275,4 @@ class PaymentProvider(Protocol):
         self, *, headers: Mapping[str, str], raw_body: bytes
     ) -> Notification | RefundNotification:
         """Check the signature over the raw body, then parse. Raises NotificationInvalid."""
-        ...
-
-
-@runtime_checkable
-class PreparesCharges(Protocol):
-    """A provider whose charge is two calls: create (nothing moves), then confirm.
-
-    The pay flow commits what ``prepare_charge`` returns (the provider's id for
-    the attempt, kept as its ``trade_no``) in a recovery point of its own before
-    it calls ``charge``, so a crash or a lost answer between the two resumes with
-    the same provider object instead of creating another. Stripe's PaymentIntent.
-    """
-
-    def prepare_charge(
-        self, *, out_trade_no: str, amount: int, currency: str, idempotency_key: str
-    ) -> str:
-        """Create the attempt at the provider (idempotent on the key); its id.
-
-        Raises ProviderRejected (nothing created) or ProviderOutcomeUnknown.
-        """
-        ...
-
-
-@runtime_checkable
-class KeepsWallets(Protocol):
-    """A provider that keeps an account per payer the audit can read (the sandbox)."""
-
-    def wallet(self, *, payer: str) -> WalletStatement | None:
-        """The payer's account (balance, total charged, charges), or None if never charged.
-
-        Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
-        """
         ...

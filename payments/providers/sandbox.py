@@ -1,7 +1,8 @@
-"""The HTTP client for the sandbox provider (DESIGN.md section 5).
+"""The HTTP client for the sandbox provider (docs/design.md, "The sandbox provider").
 
-Everything the shop knows about the sandbox is in this file and its JSON
-reader (``sandbox_parsing``): its URLs, its JSON, its signature header. Every
+Everything the shop knows about the sandbox is in this file and its helpers:
+its URLs here, its JSON in ``sandbox_parsing``, its statement in
+``sandbox_statement``, its signature header in ``sandbox_signature``. Every
 answer is parsed strictly, and anything we do not understand (a timeout, a 5xx,
 an unexpected status, garbage JSON) is ``ProviderOutcomeUnknown``: the money may
 or may not have moved, and only asking the provider later (query by our
@@ -11,17 +12,14 @@ is ``ProviderAnswerConflict``; a refused charge or refund (4xx) is ``ProviderRej
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
-import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import date
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import requests
 from django.conf import settings
+from django.utils.translation import gettext_noop as _
 
 from edge.errors import ApplicationError
 from edge.strictjson import loads
@@ -30,7 +28,6 @@ from payments.providers.base import (
     ChargeResult,
     Notification,
     NotificationMalformed,
-    NotificationSignatureInvalid,
     ProviderAnswerConflict,
     ProviderOutcomeUnknown,
     ProviderRejected,
@@ -48,26 +45,17 @@ from payments.providers.sandbox_parsing import (
     parse_refund,
     parse_wallet,
 )
+from payments.providers.sandbox_signature import SIGNATURE_HEADER, sign, verify_signature
 from payments.providers.sandbox_statement import parse_statement, text_lines
+
+# The signature's header and signer, where the sandbox's importers have found them.
+__all__ = ["SIGNATURE_HEADER", "SandboxProvider", "sign"]
+
+if TYPE_CHECKING:
+    from payments.providers.capabilities import AuditCheck
 
 T = TypeVar("T")
 
-SIGNATURE_HEADER = "Sandbox-Signature"
-# A signed notification older (or newer) than this is refused: a captured request
-# cannot be replayed at us later. Five minutes absorbs clock skew and queueing.
-SIGNATURE_TOLERANCE_S = 300
-# The header's parts, matched whole: `t` is Unix seconds in 1-12 ASCII digits (int()
-# and float() of anything longer, or of a Unicode digit like "²", would misbehave),
-# `v1` is a lowercase hex SHA-256 (compare_digest refuses non-ASCII text).
-_TIMESTAMP_PART = re.compile(r"t=([0-9]{1,12})")
-_SIGNATURE_PART = re.compile(r"v1=([0-9a-f]{64})")
-# The header as the schema documents it (spaces around parts are tolerated too).
-SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
-# One v1 per secret while secrets rotate: a handful at most. More is someone making
-# us compute HMAC comparisons for free.
-MAX_SIGNATURES = 8
-# The header as the schema documents it (spaces around parts are tolerated too).
-SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
 # 4xx answers to a money-moving call that are not a plain refusal: 408 and 429
 # say "not now", 409 that the same key is in flight, 422 that this key or
 # reference already holds a charge or refund with other terms (money may have
@@ -75,11 +63,6 @@ SIGNATURE_HEADER_PATTERN = r"^t=[0-9]{1,12}(,v1=[0-9a-f]{64}){1,8}$"
 MONEY_4XX_WITH_A_MEANING = frozenset({408, 409, 422, 429})
 # The statement is read in pieces of this size: memory stays flat whatever its length.
 STATEMENT_CHUNK_BYTES = 64 * 1024
-
-
-def sign(*, secret: str, timestamp: int, raw_body: bytes) -> str:
-    message = f"{timestamp}.".encode() + raw_body
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
 class SandboxProvider:
@@ -272,22 +255,21 @@ class SandboxProvider:
                 # Cut off half-way: what we read is fine, but we do not have the day.
                 raise ProviderOutcomeUnknown(f"statement download broke off: {error}") from error
 
+    # --- the audit's plug-in -----------------------------------------------------
+
+    def audit_checks(self) -> list[AuditCheck]:
+        """The wallet check (ExtendsAudit): our books against the sandbox's accounts."""
+        from reconcile.audit.checks import wallets  # the audit's code, loaded when it runs
+
+        return [(_("provider: charges and net debits match the ledger"), wallets.payers)]
+
     # --- notifications -------------------------------------------------------------
 
     def verify_notification(
         self, *, headers: Mapping[str, str], raw_body: bytes
     ) -> Notification | RefundNotification:
         """Check ``Sandbox-Signature`` over the raw bytes first; only then parse them."""
-        timestamp, signatures = self._parse_signature_header(headers.get(SIGNATURE_HEADER))
-        if abs(time.time() - timestamp) > SIGNATURE_TOLERANCE_S:
-            raise NotificationSignatureInvalid("signature timestamp outside the tolerance")
-        expected = [
-            sign(secret=s, timestamp=timestamp, raw_body=raw_body) for s in self.webhook_secrets
-        ]
-        # Constant-time comparison of every pair: no early exit that leaks timing.
-        matches = [hmac.compare_digest(e, given) for e in expected for given in signatures]
-        if not any(matches):
-            raise NotificationSignatureInvalid("no signature matches")
+        verify_signature(headers=headers, raw_body=raw_body, secrets=self.webhook_secrets)
         try:
             # The same strict reader as the API's bodies: UTF-8 only, bounded nesting,
             # finite numbers, no lone surrogates.
@@ -298,22 +280,3 @@ class SandboxProvider:
             return parse_notification(data)
         except (ValueError, TypeError, AttributeError) as error:
             raise NotificationMalformed(f"malformed notification: {error}") from error
-
-    @staticmethod
-    def _parse_signature_header(raw: str | None) -> tuple[int, list[str]]:
-        """``t=<seconds>,v1=<hex>[,v1=<hex>...]``, every part matched whole, or refused."""
-        if not raw:
-            raise NotificationSignatureInvalid("missing signature header")
-        timestamps: list[int] = []
-        signatures: list[str] = []
-        for part in raw.split(","):
-            part = part.strip(" \t")
-            if match := _TIMESTAMP_PART.fullmatch(part):
-                timestamps.append(int(match.group(1)))
-            elif match := _SIGNATURE_PART.fullmatch(part):
-                signatures.append(match.group(1))
-            else:
-                raise NotificationSignatureInvalid("malformed signature header")
-        if len(timestamps) != 1 or not 1 <= len(signatures) <= MAX_SIGNATURES:
-            raise NotificationSignatureInvalid("malformed signature header")
-        return timestamps[0], signatures

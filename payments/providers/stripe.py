@@ -1,4 +1,4 @@
-"""Stripe, through its official SDK (DESIGN.md section 5 "Provider adapters").
+"""Stripe, through its official SDK (docs/design.md, "Provider adapters").
 
 How the protocol maps onto Stripe (CONTRACT.md has the whole table):
 
@@ -17,11 +17,12 @@ How the protocol maps onto Stripe (CONTRACT.md has the whole table):
 - ``refund`` / ``query_refund``: a Refund of the PaymentIntent with a derived
   key and ``metadata.out_refund_no``; found again in the PaymentIntent's refunds.
 - ``statement``: the day's balance transactions, newest first, as Stripe lists them.
-- Notifications: ``Stripe-Signature`` verified by the SDK (``stripe.Webhook``).
+- Notifications: ``Stripe-Signature`` verified by the SDK (``stripe.Webhook``,
+  in ``stripe_webhooks``).
 
-Errors: no answer, a 5xx, a 429 or an idempotency conflict is
-ProviderOutcomeUnknown; any other 4xx carries Stripe's code as ProviderRejected
-(a card decline is not one: it is the attempt's DECLINED answer).
+Errors are mapped in ``stripe_calls`` (a card decline is not a refusal: it is
+the attempt's DECLINED answer); the statement is read in ``stripe_statement``;
+amounts are converted to Stripe's units both ways in ``stripe_parsing``.
 
 The payment method: a real integration collects it in the browser (Stripe.js)
 and confirms with it; this adapter confirms server-side with one configured
@@ -31,8 +32,8 @@ enough for test mode and the emulator, and is the one line a real shop changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, date, datetime, time, timedelta
+from collections.abc import Iterator, Mapping
+from datetime import date
 from typing import Any, Protocol
 
 import stripe
@@ -42,16 +43,14 @@ from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
     Notification,
-    NotificationMalformed,
-    NotificationSignatureInvalid,
     ProviderOutcomeUnknown,
     ProviderRejected,
     RefundNotification,
     RefundResult,
     StatementEntry,
-    StatementKind,
 )
 from payments.providers.observed import provider_call
+from payments.providers.stripe_calls import Refused, call, plain
 from payments.providers.stripe_parsing import (
     check_intent,
     parse_event,
@@ -59,9 +58,9 @@ from payments.providers.stripe_parsing import (
     parse_refund,
     to_stripe_amount,
 )
+from payments.providers.stripe_statement import balance_statement
+from payments.providers.stripe_webhooks import verified_event
 
-SIGNATURE_HEADER = "Stripe-Signature"
-SIGNATURE_TOLERANCE_S = 300  # Stripe's own default: a replayed webhook older than this is refused
 TEST_PAYMENT_METHOD = "pm_card_visa"
 
 
@@ -74,6 +73,10 @@ class StripeReferences(Protocol):
 
     def refund_charge(self, out_refund_no: str) -> str | None:
         """The ``out_trade_no`` of the attempt a refund is of, or None."""
+        ...
+
+    def currency(self, out_trade_no: str) -> str | None:
+        """The attempt's currency (a refund's amount is in the charge's), or None."""
         ...
 
 
@@ -121,7 +124,7 @@ class StripeProvider:
         self, *, out_trade_no: str, amount: int, currency: str, idempotency_key: str
     ) -> str:
         """Create the attempt's PaymentIntent (unconfirmed: nothing moves) and return its id."""
-        intent = _call(
+        intent = call(
             lambda: self.client.v1.payment_intents.create(
                 params={
                     "amount": to_stripe_amount(amount, currency),
@@ -158,14 +161,14 @@ class StripeProvider:
         if intent_id is None:
             raise ProviderRejected(409, "no_payment_intent_recorded")
         try:
-            intent = _call(
+            intent = call(
                 lambda: self.client.v1.payment_intents.confirm(
                     intent_id,
                     params={"expand": ["latest_charge"]},
                     options={"idempotency_key": f"{idempotency_key}:confirm"},
                 )
             )
-        except _Refused:
+        except Refused:
             # A decline (402), or a PaymentIntent that is no longer confirmable (it
             # succeeded or was cancelled already): its state says which.
             intent = self._retrieve(intent_id)
@@ -198,12 +201,12 @@ class StripeProvider:
                 currency=None,
             )
         try:
-            intent = _call(
+            intent = call(
                 lambda: self.client.v1.payment_intents.cancel(
                     intent_id, params={"expand": ["latest_charge"]}
                 )
             )
-        except _Refused:
+        except Refused:
             # Not cancellable: it succeeded (the capture is the truth) or is cancelled already.
             intent = self._retrieve(intent_id)
         result = parse_intent(intent, out_trade_no=out_trade_no)
@@ -213,12 +216,12 @@ class StripeProvider:
 
     def _retrieve(self, intent_id: str) -> Any:
         try:
-            return _call(
+            return call(
                 lambda: self.client.v1.payment_intents.retrieve(
                     intent_id, params={"expand": ["latest_charge"]}
                 )
             )
-        except _Refused as refusal:
+        except Refused as refusal:
             # We recorded this id from Stripe's own answer: its absence is no proof.
             raise ProviderOutcomeUnknown(f"PaymentIntent {intent_id}: {refusal}") from refusal
 
@@ -235,20 +238,21 @@ class StripeProvider:
         idempotency_key: str,
     ) -> RefundResult:
         intent_id = self.references.payment_intent(out_trade_no)
-        if intent_id is None:
+        currency = self.references.currency(out_trade_no)
+        if intent_id is None or currency is None:
             raise ProviderRejected(404, "no_payment_intent")  # nothing Stripe could refund
         try:
-            refund = _call(
+            refund = call(
                 lambda: self.client.v1.refunds.create(
                     params={
                         "payment_intent": intent_id,
-                        "amount": amount,
+                        "amount": to_stripe_amount(amount, currency),
                         "metadata": {"out_refund_no": out_refund_no, "out_trade_no": out_trade_no},
                     },
                     options={"idempotency_key": idempotency_key},
                 )
             )
-        except _Refused as refusal:
+        except Refused as refusal:
             raise ProviderRejected(refusal.status, refusal.code) from refusal
         return parse_refund(refund, out_refund_no=out_refund_no)
 
@@ -261,12 +265,12 @@ class StripeProvider:
         try:
             listed = self.client.v1.refunds.list(params={"payment_intent": intent_id, "limit": 100})
             for item in listed.auto_paging_iter():
-                refund = _plain(item)
+                refund = plain(item)
                 if (refund.get("metadata") or {}).get("out_refund_no") == out_refund_no:
                     return parse_refund(refund, out_refund_no=out_refund_no)
         except stripe.StripeError as error:
             raise ProviderOutcomeUnknown(f"Stripe: {error}") from error
-        except _Refused as refusal:
+        except Refused as refusal:
             raise ProviderOutcomeUnknown(f"Stripe: {refusal}") from refusal
         return None
 
@@ -274,49 +278,8 @@ class StripeProvider:
 
     @provider_call("statement")
     def statement(self, *, day: date) -> Iterator[StatementEntry]:
-        """The day's balance transactions (UTC), read newest first until the day before.
-
-        A charge's line names the PaymentIntent (our ``trade_no``) and its
-        ``out_trade_no``; a refund's, the Refund and its ``out_refund_no``.
-        """
-        start = int(datetime.combine(day, time(), tzinfo=UTC).timestamp())
-        end = start + int(timedelta(days=1).total_seconds())
-        try:
-            listed = self.client.v1.balance_transactions.list(
-                params={"limit": 100, "expand": ["data.source"]}
-            )
-            line = 1
-            for item in listed.auto_paging_iter():
-                txn = _plain(item)
-                if txn["created"] >= end:
-                    continue
-                if txn["created"] < start:
-                    return
-                line += 1
-                yield self._statement_entry(txn, line=line)
-        except stripe.StripeError as error:
-            raise ProviderOutcomeUnknown(f"Stripe: {error}") from error
-
-    def _statement_entry(self, txn: Any, *, line: int) -> StatementEntry:
-        source: Any = txn["source"]
-        if txn["type"] == "refund":
-            kind, provider_id = StatementKind.REFUND, str(source["id"])
-            reference = (source.get("metadata") or {}).get("out_refund_no", "")
-        else:
-            # A charge's line is the PaymentIntent's (our trade_no), named by its metadata.
-            kind, provider_id = StatementKind.CHARGE, str(source["payment_intent"])
-            intent = _plain(self.client.v1.payment_intents.retrieve(provider_id))
-            reference = (intent.get("metadata") or {}).get("out_trade_no", "")
-        return StatementEntry(
-            line=line,
-            kind=kind,
-            provider_id=provider_id,
-            reference=str(reference),
-            amount=abs(int(txn["amount"])),
-            currency=str(txn["currency"]).upper(),
-            status="SUCCESS",
-            settled_at=datetime.fromtimestamp(txn["created"], tz=UTC),
-        )
+        """The day's balance transactions (UTC), read newest first (stripe_statement)."""
+        yield from balance_statement(self.client, day=day)
 
     # --- notifications -------------------------------------------------------------
 
@@ -324,42 +287,4 @@ class StripeProvider:
         self, *, headers: Mapping[str, str], raw_body: bytes
     ) -> Notification | RefundNotification:
         """``Stripe-Signature`` checked by the SDK (300 s tolerance), then the event read."""
-        signature = headers.get(SIGNATURE_HEADER)
-        if not signature:
-            raise NotificationSignatureInvalid(f"no {SIGNATURE_HEADER} header")
-        try:
-            event = stripe.Webhook.construct_event(
-                raw_body, signature, self.webhook_secret, tolerance=SIGNATURE_TOLERANCE_S
-            )
-        except stripe.SignatureVerificationError as error:
-            raise NotificationSignatureInvalid(str(error)) from error
-        except ValueError as error:  # signed, but not JSON
-            raise NotificationMalformed(str(error)) from error
-        return parse_event(_plain(event))
-
-
-def _plain(answer: Any) -> Any:
-    return answer.to_dict() if isinstance(answer, stripe.StripeObject) else answer
-
-
-class _Refused(Exception):
-    """A 4xx with Stripe's error code that is not an outcome-unknown."""
-
-    def __init__(self, status: int, code: str) -> None:
-        super().__init__(f"HTTP {status} {code}")
-        self.status = status
-        self.code = code
-
-
-def _call(request: Callable[[], Any]) -> Any:
-    """One SDK call, its errors as the protocol's (see the module docstring); the
-    object it returns as plain data (dicts and lists, as Stripe's JSON)."""
-    try:
-        return _plain(request())
-    except (stripe.APIConnectionError, stripe.RateLimitError, stripe.IdempotencyError) as error:
-        raise ProviderOutcomeUnknown(f"Stripe: {type(error).__name__}: {error}") from error
-    except stripe.StripeError as error:
-        status = error.http_status
-        if status is None or status >= 500 or status in (408, 409, 422) or error.json_body is None:
-            raise ProviderOutcomeUnknown(f"Stripe: HTTP {status}: {error}") from error
-        raise _Refused(status, error.code or type(error).__name__) from error
+        return parse_event(verified_event(headers, raw_body, secret=self.webhook_secret))

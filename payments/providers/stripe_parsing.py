@@ -26,20 +26,47 @@ from payments.providers.base import (
     RefundStatus,
 )
 
-# Stripe's currency rules. The shop's amounts are ISO 4217 minor units, which is
-# what Stripe takes for most currencies: 1999 CNY is 19.99 yuan, and 500 JPY is
-# 500 yen (JPY has no minor unit; Stripe calls such currencies "zero-decimal" and
-# takes them as they are). For the three-decimal currencies Stripe takes
-# thousandths but requires the last digit to be 0.
+# Stripe's currency rules (its "Supported currencies" page). The shop's amounts are
+# ISO 4217 minor units, which is what Stripe takes for almost every currency: 1999
+# CNY is 19.99 yuan, and 500 JPY is 500 yen (JPY has no minor unit; Stripe calls
+# such currencies "zero-decimal" and takes them as they are). Where the two differ:
+# - ISK has no minor unit in ISO 4217, but Stripe kept it two-decimal for older
+#   integrations (and takes only whole krónur): 5 ISK is sent as 500;
+# - MGA has two in ISO 4217, but is zero-decimal at Stripe: 100 (one ariary) is
+#   sent as 1, and a fraction of an ariary cannot be sent at all;
+# - the three-decimal currencies are thousandths at both, but Stripe requires the
+#   last digit to be 0.
+# (HUF and TWD are two-decimal for charges and refunds, as in ISO 4217; Stripe's
+# zero-decimal rule for them is about payouts, which the shop does not make.)
+STRIPE_PER_ISO_UNIT = {"ISK": 100}  # Stripe's amount = ours * this
+ISO_PER_STRIPE_UNIT = {"MGA": 100}  # ours = Stripe's amount * this
 THREE_DECIMAL = frozenset(["BHD", "JOD", "KWD", "OMR", "TND"])
 
 
 def to_stripe_amount(amount: int, currency: str) -> int:
-    """Our minor units as Stripe's; a three-decimal amount Stripe cannot take is
-    refused here, before anything is sent (nothing moved: ProviderRejected)."""
-    if currency.upper() in THREE_DECIMAL and amount % 10:
+    """Our minor units as Stripe's; an amount Stripe cannot take is refused here,
+    before anything is sent (nothing moved: ProviderRejected)."""
+    code = currency.upper()
+    if code in THREE_DECIMAL and amount % 10:
         raise ProviderRejected(400, "amount_not_representable")
-    return amount
+    if divisor := ISO_PER_STRIPE_UNIT.get(code):
+        if amount % divisor:
+            raise ProviderRejected(400, "amount_not_representable")
+        return amount // divisor
+    return amount * STRIPE_PER_ISO_UNIT.get(code, 1)
+
+
+def from_stripe_amount(amount: Any, currency: str) -> int:
+    """Stripe's amount of ``currency`` in our minor units (an answer we cannot read in
+    them, such as ISK 4050, is no answer: outcome unknown)."""
+    if not isinstance(amount, int):
+        raise ProviderOutcomeUnknown(f"Stripe's amount {amount!r} is not an integer")
+    code = currency.upper()
+    if divisor := STRIPE_PER_ISO_UNIT.get(code):
+        if amount % divisor:
+            raise ProviderOutcomeUnknown(f"Stripe's {code} amount {amount} is not whole units")
+        return amount // divisor
+    return amount * ISO_PER_STRIPE_UNIT.get(code, 1)
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -87,11 +114,12 @@ def parse_intent(intent: Any, *, out_trade_no: str) -> ChargeResult | None:
     """
     check_intent(intent, out_trade_no=out_trade_no)
     state = _field(intent, "status")
+    currency = str(_field(intent, "currency")).upper()
     terms = {
         "out_trade_no": out_trade_no,
         "trade_no": _field(intent, "id"),
-        "amount": _field(intent, "amount"),
-        "currency": str(_field(intent, "currency")).upper(),
+        "amount": from_stripe_amount(_field(intent, "amount"), currency),
+        "currency": currency,
     }
     error = intent.get("last_payment_error")
     if state == "succeeded":
@@ -121,12 +149,13 @@ def parse_refund(refund: Any, *, out_refund_no: str) -> RefundResult:
             f"Refund {refund.get('id')} names {named!r}, not {out_refund_no!r}"
         )
     state = _field(refund, "status")
+    currency = str(_field(refund, "currency")).upper()
     terms = {
         "out_refund_no": out_refund_no,
         "out_trade_no": _metadata(refund, "out_trade_no") or "",
         "refund_id": _field(refund, "id"),
-        "amount": _field(refund, "amount"),
-        "currency": str(_field(refund, "currency")).upper(),
+        "amount": from_stripe_amount(_field(refund, "amount"), currency),
+        "currency": currency,
     }
     if state == "succeeded":
         return RefundResult(
@@ -135,7 +164,9 @@ def parse_refund(refund: Any, *, out_refund_no: str) -> RefundResult:
     if state in ("failed", "canceled"):
         reason = refund.get("failure_reason") or state
         return RefundResult(status=RefundStatus.DECLINED, decline_reason=str(reason), **terms)
-    # pending, requires_action: not settled yet
+    # pending, requires_action: not settled yet; the reconciler asks again (query_refund).
+    # The emulator answers every refund succeeded at once: these are tested on the
+    # shapes Stripe documents (tests/payments/test_provider_stripe_parsing.py).
     raise ProviderOutcomeUnknown(f"Refund {terms['refund_id']} is {state}")
 
 
@@ -177,7 +208,7 @@ def parse_event(event: Any) -> Notification | RefundNotification:
             trade_no=str(_malformed_unless(obj, "id")),
             out_trade_no=out_trade_no,
             trade_status=INTENT_EVENTS[kind],
-            amount=int(_malformed_unless(obj, "amount")),
+            amount=_event_amount(obj),
             currency=str(_malformed_unless(obj, "currency")).upper(),
             paid_at=_when(created) if kind == "payment_intent.succeeded" else None,
         )
@@ -194,7 +225,7 @@ def parse_event(event: Any) -> Notification | RefundNotification:
             out_refund_no=out_refund_no,
             out_trade_no=_metadata(obj, "out_trade_no") or "",
             status=status,
-            amount=int(_malformed_unless(obj, "amount")),
+            amount=_event_amount(obj),
             currency=str(_malformed_unless(obj, "currency")).upper(),
             refunded_at=_when(obj.get("created")),
         )
@@ -206,3 +237,11 @@ def _malformed_unless(obj: Any, name: str) -> Any:
         return obj[name]
     except (KeyError, TypeError) as error:
         raise NotificationMalformed(f"the event's object has no {name!r}") from error
+
+
+def _event_amount(obj: Any) -> int:
+    currency = str(_malformed_unless(obj, "currency"))
+    try:
+        return from_stripe_amount(_malformed_unless(obj, "amount"), currency)
+    except ProviderOutcomeUnknown as error:  # signed, but not an amount we can read
+        raise NotificationMalformed(str(error)) from error

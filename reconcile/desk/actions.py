@@ -2,11 +2,15 @@
 
 - ``retry``: make the subject due at once (its backoff cleared); the next pass
   takes it through the job's own path, and the case closes when it settles;
-- ``refund``: a capture for a reference the shop never used is refunded the way
+- ``refund``: a capture for a reference the shop never used (an unknown
+  notification, or an unknown statement line of a capture) is refunded the way
   the statement refunds it (``stray_capture_take``: only what the provider's
-  query confirms);
+  query confirms; a stray refunded already is not refunded again);
 - ``accept``: ask the provider about the attempt and settle from its answer,
-  as the reconciler does (``payment_reconcile`` / ``refund_reconcile``);
+  as the reconciler does (``payment_reconcile`` / ``refund_reconcile``); for a
+  statement discrepancy, the provider's confirmed answer about the line's (or
+  the ledger entry's) attempt is applied by the normal settle service
+  (``payment_apply_truth`` / ``refund_settle``), and the discrepancy resolved;
 - ``dismiss``: nothing to do; the case and its subject are closed with the reason.
 
 A double click acts once: every action that closes a case is a conditional
@@ -25,17 +29,23 @@ from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
-from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
+from payments.providers import (
+    ChargeStatus,
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    RefundStatus,
+    get_provider,
+)
 from reconcile.desk.models import Case, CaseAction, CaseActionKind, CaseKind, CaseState, ItemFailure
-from reconcile.models import StatementDiscrepancy
+from reconcile.models import LineKind, StatementDiscrepancy
 
 logger = logging.getLogger(__name__)
 
 # The actions that fit each kind of case (the admin and /books/ offer these).
 ACTIONS: dict[str, tuple[str, ...]] = {
     CaseKind.UNKNOWN_NOTIFICATION: (CaseActionKind.REFUND, CaseActionKind.DISMISS),
-    CaseKind.UNKNOWN_LINE: (CaseActionKind.DISMISS,),
-    CaseKind.DISCREPANCY: (CaseActionKind.DISMISS,),
+    CaseKind.UNKNOWN_LINE: (CaseActionKind.REFUND, CaseActionKind.DISMISS),
+    CaseKind.DISCREPANCY: (CaseActionKind.ACCEPT, CaseActionKind.DISMISS),
     # Dismissed, it stays a fault in the audit (nobody holds it), and is not reopened.
     CaseKind.UNRESOLVED: (CaseActionKind.RETRY, CaseActionKind.ACCEPT, CaseActionKind.DISMISS),
     CaseKind.ITEM_FAILED: (CaseActionKind.RETRY, CaseActionKind.DISMISS),
@@ -180,14 +190,12 @@ def _refund(
 ) -> ActionResult:
     from reconcile.recovery.strays import stray_capture_take
 
-    notification = ProviderNotification.objects.get(pk=case.subject_id)
+    out_trade_no, trade_no = _capture_of(case)
     try:
         # Idempotent at the provider and here (one stray per charge): a second click
         # that gets this far refunds nothing more.
         stray = stray_capture_take(
-            out_trade_no=notification.out_trade_no,
-            trade_no=notification.trade_no,
-            provider=provider or get_provider(),
+            out_trade_no=out_trade_no, trade_no=trade_no, provider=provider or get_provider()
         )
     except ProviderOutcomeUnknown as error:
         return ActionResult(
@@ -212,10 +220,20 @@ def _refund(
             case, action=CaseActionKind.REFUND, note=note, user=user, who=who, outcome=outcome
         ):
             return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-        ProviderNotification.objects.filter(pk=notification.pk, resolved_at__isnull=True).update(
-            resolved_at=timezone.now(), resolution=f"refunded by {who} (case {case.pk}): {outcome}"
-        )
+        _dismiss_subject(case, reason=f"refunded by {who} (case {case.pk}): {outcome}", user=user)
     return ActionResult(True, f"case {case.pk}: {outcome}")
+
+
+def _capture_of(case: Case) -> tuple[str, str]:
+    """(out_trade_no, trade_no) of the capture a refund case is about."""
+    if case.subject_type == "notification":
+        notification = ProviderNotification.objects.get(pk=case.subject_id)
+        return notification.out_trade_no, notification.trade_no
+    line = StatementDiscrepancy.objects.select_related("line").get(pk=case.subject_id).line
+    if line is None or line.kind != LineKind.CHARGE:
+        # A refund line for a reference never ours gave money back: nothing to refund.
+        raise CaseActionRefused(f"case {case.pk} is not about a capture: nothing to refund")
+    return line.reference, line.provider_id
 
 
 def _accept(
@@ -231,19 +249,30 @@ def _accept(
     from reconcile.recovery.refunds import refund_reconcile
 
     provider = provider or get_provider()
+    if case.subject_type == "discrepancy":
+        try:
+            settled, outcome = _providers_word(
+                StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
+                    pk=case.subject_id
+                ),
+                provider=provider,
+            )
+        except ProviderOutcomeUnknown as error:
+            return ActionResult(
+                False, f"case {case.pk}: the provider did not answer ({error}); try again"
+            )
     # The reconciler's own path: ask the provider, settle from its answer (conditional,
     # so a pass running beside this settles the attempt once).
-    if case.subject_type == "payment":
+    elif case.subject_type == "payment":
         resolution = payment_reconcile(
             payment=Payment.objects.get(pk=case.subject_id), provider=provider
         ).value
-        settled = resolution in SETTLED
+        settled, outcome = resolution in SETTLED, f"the provider's word: {resolution}"
     else:
         resolution = refund_reconcile(
             refund=Refund.objects.get(pk=case.subject_id), provider=provider
         ).value
-        settled = resolution in REFUND_SETTLED
-    outcome = f"the provider's word: {resolution}"
+        settled, outcome = resolution in REFUND_SETTLED, f"the provider's word: {resolution}"
     with transaction.atomic():
         if not settled:
             _record(
@@ -254,7 +283,54 @@ def _accept(
             case, action=CaseActionKind.ACCEPT, note=note, user=user, who=who, outcome=outcome
         ):
             return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
+        # A discrepancy is resolved with its case (an attempt settled itself, above).
+        _dismiss_subject(case, reason=f"accepted by {who} (case {case.pk}): {outcome}", user=user)
     return ActionResult(True, f"case {case.pk}: {outcome}")
+
+
+def _providers_word(
+    discrepancy: StatementDiscrepancy, *, provider: PaymentProvider
+) -> tuple[bool, str]:
+    """Ask the provider about the discrepancy's attempt and settle from a confirmed answer
+    through the normal settle services (conditional: a second click changes nothing).
+    (settled, what the provider said); raises ProviderOutcomeUnknown."""
+    from payments.refunds import refund_settle
+    from reconcile.recovery.payments import SETTLED, payment_apply_truth
+
+    payment, refund = _attempt_of(discrepancy)
+    if payment is not None:
+        account = provider.query(out_trade_no=payment.out_trade_no)
+        if account is None or account.status is not ChargeStatus.SUCCESS:
+            return False, f"the provider's word on {payment.out_trade_no}: " + (
+                account.status if account else "no charge"
+            )
+        resolution = payment_apply_truth(payment_id=payment.pk, account=account)
+        return resolution.value in SETTLED, f"the provider's word on {payment.out_trade_no}: " + (
+            f"captured, {resolution.value}"
+        )
+    if refund is not None:
+        answer = provider.query_refund(out_refund_no=refund.refund_no)
+        if answer is None or answer.status is not RefundStatus.SUCCESS:
+            return False, f"the provider's word on {refund.refund_no}: " + (
+                answer.status if answer else "no refund"
+            )
+        settled = refund_settle(refund_id=refund.pk, result=answer, confirmed=True)
+        return True, f"the provider's word on {refund.refund_no}: refunded, {settled.outcome.value}"
+    return False, "no attempt of the shop's to ask the provider about"
+
+
+def _attempt_of(discrepancy: StatementDiscrepancy) -> tuple[Payment | None, Refund | None]:
+    if discrepancy.line is not None:
+        reference = discrepancy.line.reference
+        if discrepancy.line.kind == LineKind.CHARGE:
+            return Payment.objects.filter(out_trade_no=reference).first(), None
+        return None, Refund.objects.filter(refund_no=reference).first()
+    entry = discrepancy.ledger_entry
+    if entry is None:
+        return None, None
+    if entry.refund_attempt_id is not None:
+        return None, entry.refund_attempt
+    return entry.payment, None
 
 
 def _jobs_of(case: Case) -> list[str]:

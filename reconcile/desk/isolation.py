@@ -49,6 +49,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from idempotency.models import IdempotencyKey, RecoveryPoint
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
@@ -58,7 +59,13 @@ from payments.models import (
 )
 from reconcile.desk.models import Case, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import case_close_by_machine, case_open
-from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
+from reconcile.models import (
+    LineOutcome,
+    StatementDiscrepancy,
+    StatementImport,
+    StatementLine,
+    StrayCapture,
+)
 from reconcile.recovery.claims import reconcile_backoff_s
 from reconcile.selectors import payments_orphaned_without_refund
 
@@ -79,22 +86,39 @@ STRAY_NOTIFICATIONS = "stray-notifications"
 EXPIRY = "expiry"
 FULFILMENT = "fulfilment"
 COMPLETION = "completion"
+REAP = "reap-keys"
+# The open-cases job: one job per kind of subject it opens cases about.
+CASES_PAYMENTS = "cases-payments"
+CASES_REFUNDS = "cases-refunds"
+CASES_NOTIFICATIONS = "cases-notifications"
+CASES_DISCREPANCIES = "cases-discrepancies"
 
 JOBS_BY_SUBJECT = {
-    "payment": [PAYMENTS, ORPHAN_REFUNDS],
-    "refund": [REFUNDS],
-    "notification": [NOTIFICATIONS, STRAY_NOTIFICATIONS],
+    "payment": [PAYMENTS, ORPHAN_REFUNDS, CASES_PAYMENTS],
+    "refund": [REFUNDS, CASES_REFUNDS],
+    "notification": [NOTIFICATIONS, STRAY_NOTIFICATIONS, CASES_NOTIFICATIONS],
+    "discrepancy": [CASES_DISCREPANCIES],
     "line": [STATEMENT_LINES],
     "statement": [STATEMENTS],
     "stray": [STRAY_REFUNDS],
     # An UNPAID order is expiry's, a PAID one fulfilment's: never both jobs' at once.
     "order": [EXPIRY, FULFILMENT],
-    "record": [COMPLETION],  # an idempotency record
+    "record": [COMPLETION, REAP],  # an idempotency record
 }
 
 
 def _notifications_unsettled() -> QuerySet[Any, Any]:
     return ProviderNotification.objects.filter(resolved_at__isnull=True)
+
+
+def _without_case(rows: QuerySet[Any, Any], subject_type: str) -> QuerySet[Any, Any]:
+    # The open-cases job's item is settled once its subject has its case (or none is
+    # needed any more: the subject settled, so it is not among ``rows``).
+    return rows.exclude(
+        pk__in=Case.objects.filter(subject_type=subject_type)
+        .exclude(kind=CaseKind.ITEM_FAILED)
+        .values("subject_id")
+    )
 
 
 # Each job's items still to settle, read off the books: a failed item not among them
@@ -112,6 +136,18 @@ UNSETTLED: dict[str, Callable[[], QuerySet[Any, Any]]] = {
     ),
     STRAY_REFUNDS: lambda: StrayCapture.objects.exclude(
         refund_status=RefundAttemptStatus.SUCCEEDED
+    ),
+    COMPLETION: lambda: IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED),
+    REAP: lambda: IdempotencyKey.objects.all(),  # a reaped record is gone, by any path
+    CASES_PAYMENTS: lambda: _without_case(
+        Payment.objects.filter(status__in=UNSETTLED_STATUSES), "payment"
+    ),
+    CASES_REFUNDS: lambda: _without_case(
+        Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "refund"
+    ),
+    CASES_NOTIFICATIONS: lambda: _without_case(_notifications_unsettled(), "notification"),
+    CASES_DISCREPANCIES: lambda: _without_case(
+        StatementDiscrepancy.objects.filter(resolved_at__isnull=True), "discrepancy"
     ),
 }
 
@@ -190,7 +226,7 @@ class ItemGuard:
                     {
                         "job": self.job,
                         "key": key,
-                        "reference": reference,
+                        "reference": reference[:64],  # a client's key may be longer
                         "error": text,
                         "now": now,
                     },
@@ -215,14 +251,26 @@ class ItemGuard:
                 exc_info=error,
             )
             return
-        opened = case_open(
-            kind=CaseKind.ITEM_FAILED,
-            subject_type=self.subject_type,
-            subject_id=int(key),
-            reference=reference,
-            summary=f"{self.job}: {reference} failed {failures} times in a row; last: {text}",
-            job=self.job,
-        )
+        try:
+            opened = case_open(
+                kind=CaseKind.ITEM_FAILED,
+                subject_type=self.subject_type,
+                subject_id=int(key),
+                reference=reference,
+                summary=f"{self.job}: {reference} failed {failures} times in a row; last: {text}",
+                job=self.job,
+            )
+        except DatabaseError:
+            # The failure is counted; its case is tried again at the next failure. The
+            # guard never raises: the rest of the batch goes on.
+            logger.exception(
+                "%s %s (%s): failed %d times, and its case not opened",
+                self.job,
+                key,
+                reference,
+                failures,
+            )
+            return
         # Once a person holds it, each further failure is a warning: the case and its
         # alert speak for it, not an ERROR line at every backoff.
         (logger.error if opened else logger.warning)(

@@ -9,12 +9,14 @@ case are in ``actions.py``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from functools import partial
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -87,72 +89,31 @@ def cases_run_once() -> CaseCounts:
 
 
 def _open_due() -> int:
+    # Each subject's case is opened through the guard (one job per kind of subject,
+    # as a job's keys are one table's ids): one whose case cannot be written (a
+    # refused row, data that makes the summary raise) is counted and backs off, and
+    # every other subject still gets its case.
+    from reconcile.desk.isolation import (
+        CASES_DISCREPANCIES,
+        CASES_NOTIFICATIONS,
+        CASES_PAYMENTS,
+        CASES_REFUNDS,
+    )
+
     now = timezone.now()
     started_before = now - timedelta(seconds=settings.CASE_AFTER_S)
-    opened = 0
-    for payment in Payment.objects.filter(
+    due_before = now - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    payments = Payment.objects.filter(
         status__in=UNSETTLED_STATUSES, created_at__lt=started_before
-    ).exclude(pk__in=_ever("payment")):
-        opened += (
-            case_open(
-                kind=CaseKind.UNRESOLVED,
-                subject_type="payment",
-                subject_id=payment.pk,
-                reference=payment.out_trade_no,
-                summary=f"payment {payment.out_trade_no} of {payment.amount} {payment.currency} "
-                f"still {payment.status} since {payment.created_at:%Y-%m-%d %H:%M} UTC, "
-                f"after {payment.reconcile_attempts} tries",
-            )
-            is not None
-        )
-    for refund in Refund.objects.filter(
+    ).exclude(pk__in=_ever("payment"))
+    refunds = Refund.objects.filter(
         status__in=UNSETTLED_REFUND_STATUSES, created_at__lt=started_before
-    ).exclude(pk__in=_ever("refund")):
-        opened += (
-            case_open(
-                kind=CaseKind.UNRESOLVED,
-                subject_type="refund",
-                subject_id=refund.pk,
-                reference=refund.refund_no,
-                summary=f"refund {refund.refund_no} of {refund.amount} {refund.currency} "
-                f"still {refund.status} since {refund.created_at:%Y-%m-%d %H:%M} UTC",
-            )
-            is not None
-        )
-    opened += _open_unknown_notifications(now)
-    for d in (
-        StatementDiscrepancy.objects.filter(resolved_at__isnull=True)
-        .exclude(pk__in=_held("discrepancy"))
-        .select_related("line")
-    ):
-        unknown = (
-            d.line is not None
-            and d.kind in ("unknown-refund", "not-booked")
-            and not (
-                Payment.objects.filter(out_trade_no=d.line.reference).exists()
-                or Refund.objects.filter(refund_no=d.line.reference).exists()
-            )
-        )
-        opened += (
-            case_open(
-                kind=CaseKind.UNKNOWN_LINE if unknown else CaseKind.DISCREPANCY,
-                subject_type="discrepancy",
-                subject_id=d.pk,
-                reference=d.line.reference if d.line else "",
-                summary=f"statement {d.day}: {d.kind}: {d.reason}",
-            )
-            is not None
-        )
-    return opened
-
-
-def _open_unknown_notifications(now: datetime) -> int:
+    ).exclude(pk__in=_ever("refund"))
     # Charge successes are the statement job's first (it asks the provider, and opens
     # the case itself when the provider does not confirm); everything else unmatched
     # (a closed charge, a refund of a reference never ours) has nothing the machine
     # can do, and is a case once the reconciler had its time.
-    due_before = now - timedelta(seconds=settings.RECONCILE_AFTER_S)
-    unmatched = (
+    notifications = (
         ProviderNotification.objects.filter(
             outcome=ProviderNotification.Outcome.UNMATCHED,
             resolved_at__isnull=True,
@@ -161,7 +122,107 @@ def _open_unknown_notifications(now: datetime) -> int:
         .exclude(event=ProviderNotification.Event.CHARGE, trade_status="SUCCESS")
         .exclude(pk__in=_held("notification"))
     )
-    return sum(notification_case_open(notification=n) is not None for n in unmatched)
+    discrepancies = (
+        StatementDiscrepancy.objects.filter(resolved_at__isnull=True)
+        .exclude(pk__in=_held("discrepancy"))
+        .select_related("line")
+    )
+    return (
+        _open_each(CASES_PAYMENTS, "payment", payments, _payment_case_open, _out_trade_no)
+        + _open_each(CASES_REFUNDS, "refund", refunds, _refund_case_open, _refund_no)
+        + _open_each(
+            CASES_NOTIFICATIONS, "notification", notifications, _notification_case, _notify_id
+        )
+        + _open_each(
+            CASES_DISCREPANCIES, "discrepancy", discrepancies, _discrepancy_case_open, _line_ref
+        )
+    )
+
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _open_each(
+    job: str,
+    subject_type: str,
+    rows: QuerySet[M, M],
+    open_one: Callable[[M], int | None],
+    reference_of: Callable[[M], str],
+) -> int:
+    """Open each row's case through the job's guard; how many it opened."""
+    from reconcile.desk.isolation import ItemGuard
+
+    guard = ItemGuard(job=job, subject_type=subject_type)
+    opened = 0
+    for row in rows:
+        if not guard.due(row.pk):
+            continue  # failed lately: backing off
+        case_id = guard.run(
+            key=row.pk, reference=reference_of(row), work=partial(open_one, row), failed=None
+        )
+        opened += case_id is not None
+    return opened
+
+
+def _notification_case(notification: ProviderNotification) -> int | None:
+    return notification_case_open(notification=notification)
+
+
+def _out_trade_no(payment: Payment) -> str:
+    return payment.out_trade_no
+
+
+def _refund_no(refund: Refund) -> str:
+    return refund.refund_no
+
+
+def _notify_id(notification: ProviderNotification) -> str:
+    return notification.notify_id
+
+
+def _line_ref(discrepancy: StatementDiscrepancy) -> str:
+    return discrepancy.line.reference if discrepancy.line else f"discrepancy {discrepancy.pk}"
+
+
+def _payment_case_open(payment: Payment) -> int | None:
+    return case_open(
+        kind=CaseKind.UNRESOLVED,
+        subject_type="payment",
+        subject_id=payment.pk,
+        reference=payment.out_trade_no,
+        summary=f"payment {payment.out_trade_no} of {payment.amount} {payment.currency} "
+        f"still {payment.status} since {payment.created_at:%Y-%m-%d %H:%M} UTC, "
+        f"after {payment.reconcile_attempts} tries",
+    )
+
+
+def _refund_case_open(refund: Refund) -> int | None:
+    return case_open(
+        kind=CaseKind.UNRESOLVED,
+        subject_type="refund",
+        subject_id=refund.pk,
+        reference=refund.refund_no,
+        summary=f"refund {refund.refund_no} of {refund.amount} {refund.currency} "
+        f"still {refund.status} since {refund.created_at:%Y-%m-%d %H:%M} UTC",
+    )
+
+
+def _discrepancy_case_open(d: StatementDiscrepancy) -> int | None:
+    unknown = (
+        d.line is not None
+        and d.kind in ("unknown-refund", "not-booked")
+        and not (
+            Payment.objects.filter(out_trade_no=d.line.reference).exists()
+            or Refund.objects.filter(refund_no=d.line.reference).exists()
+        )
+    )
+    return case_open(
+        kind=CaseKind.UNKNOWN_LINE if unknown else CaseKind.DISCREPANCY,
+        subject_type="discrepancy",
+        subject_id=d.pk,
+        reference=d.line.reference if d.line else "",
+        summary=f"statement {d.day}: {d.kind}: {d.reason}",
+    )
 
 
 def notification_case_open(*, notification: ProviderNotification, why: str = "") -> int | None:

@@ -3,9 +3,9 @@
 A request whose client never came back (it crashed, it gave up after a 503, it
 was killed mid-phase) leaves its record unfinished. The completer takes such a
 record when no live request holds it (lock free, or older than
-IDEMPOTENCY_LOCK_TIMEOUT: ``idempotency.core.acquire_abandoned``, the same
+IDEMPOTENCY_LOCK_TIMEOUT: ``idempotency.completer.acquire_abandoned``, the same
 conditional UPDATE a retry uses) and runs the endpoint's flow from the
-record's recovery point (``idempotency.core.resume``). Nothing is written by
+record's recovery point (``idempotency.completer.resume``). Nothing is written by
 hand: the stored answer is the one the flow produces, exactly what the client
 would have got, and what its retry with the same key now replays.
 
@@ -38,7 +38,7 @@ from django.db import transaction
 from django.urls import Resolver404, resolve
 from django.utils import timezone
 
-from idempotency.core import acquire_abandoned, finish_abandoned, release, resume
+from idempotency.completer import acquire_abandoned, finish_abandoned, release, resume
 from idempotency.errors import IdempotencyKeyInUse
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability import context
@@ -55,6 +55,7 @@ from payments.models import (
 from payments.providers import PaymentProvider, get_provider
 from payments.refund_flows import RefundPoint, order_refund_flow
 from payments.refunds import RefundRequest
+from reconcile.desk.isolation import COMPLETION, ItemGuard
 from reconcile.selectors import (
     PAYMENT_RESOURCE,
     REFUND_RESOURCE,
@@ -205,8 +206,9 @@ def _completer_for(record: IdempotencyKey) -> Callable[..., Completion] | None:
 
 
 @context.isolated
-def record_complete(*, record_id: int, provider: PaymentProvider | None = None) -> Completion:
-    """Drive one abandoned record to its end, or leave it (released) and say why."""
+def _record_complete(*, record_id: int, provider: PaymentProvider) -> Completion:
+    """Drive one abandoned record to its end, or leave it (released) and say why; raises
+    what the flow (or the record's own row) raised unexpectedly."""
     record = acquire_abandoned(record_id=record_id)
     if record is None:
         return Completion.BUSY
@@ -220,14 +222,22 @@ def record_complete(*, record_id: int, provider: PaymentProvider | None = None) 
         logger.error("record %s: no completer for %s %s", record.pk, record.method, record.path)
         return Completion.UNSUPPORTED
     try:
-        return completer(record, provider or get_provider())
+        return completer(record, provider)
     except IdempotencyKeyInUse:
         return Completion.BUSY  # a client retry took it over: it will finish it
     except Exception:
         # The record stays where it was committed. Releasing twice is harmless (the
         # release is fenced on our token), so release whether or not resume did.
         release(record)
-        logger.exception("record %s: completion failed", record.pk)
+        raise
+
+
+def record_complete(*, record_id: int, provider: PaymentProvider | None = None) -> Completion:
+    """Drive one abandoned record to its end, or leave it (released) and say why."""
+    try:
+        return _record_complete(record_id=record_id, provider=provider or get_provider())
+    except Exception:
+        logger.exception("record %s: completion failed", record_id)
         return Completion.ERROR
 
 
@@ -289,16 +299,27 @@ def _is_pay(record: IdempotencyKey) -> bool:
 def run_once(
     *, provider: PaymentProvider | None = None, batch_size: int = BATCH_SIZE
 ) -> CompleteCounts:
-    """Try every abandoned record once."""
+    """Try every abandoned record once, each through the guard: a record that raises
+    (its row refused, a flow's bug) is counted, backs off and, after
+    CASE_AFTER_FAILURES, is a case, while the pass finishes every other record."""
     provider = provider or get_provider()
     stale_before = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
+    guard = ItemGuard(job=COMPLETION, subject_type="record")
     counts: Counter[str] = Counter()
     after_id = 0
     while batch := records_abandoned(
         stale_before=stale_before, after_id=after_id, limit=batch_size
     ):
-        after_id = batch[-1]
-        for record_id in batch:
+        after_id = batch[-1][0]
+        for record_id, key in batch:
+            if not guard.due(record_id):
+                continue  # failed lately: backing off
             counts["examined"] += 1
-            counts[record_complete(record_id=record_id, provider=provider).value] += 1
+            completed = guard.run(
+                key=record_id,
+                reference=key,
+                work=partial(_record_complete, record_id=record_id, provider=provider),
+                failed=Completion.ERROR,
+            )
+            counts[completed.value] += 1
     return CompleteCounts(**counts)

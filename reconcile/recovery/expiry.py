@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from orders.errors import OrderNotCancellable
+from orders.locks import lock_order_unless_busy
 from orders.models import Order
 from orders.services import order_cancel
 from payments.services import order_cancel_blocker
@@ -43,13 +44,14 @@ def _expire(*, order_id: int, created_before: datetime) -> str | None:
     """Cancel one old UNPAID order: "expired", "skipped", or None if it is not ours now."""
     with transaction.atomic():
         # SKIP LOCKED: an order a customer is paying or cancelling right now is
-        # theirs; if it is still UNPAID and old, the next pass takes it.
-        order = (
-            Order.objects.select_for_update(skip_locked=True)
-            .filter(pk=order_id, status=Order.Status.UNPAID, created_at__lt=created_before)
-            .first()
-        )
-        if order is None:
+        # theirs; if it is still UNPAID and old, the next pass takes it. The lock is
+        # the one every writer of an order takes first (orders.locks).
+        order = lock_order_unless_busy(order_id=order_id)
+        if (
+            order is None
+            or order.status != Order.Status.UNPAID
+            or order.created_at >= created_before
+        ):
             return None
         try:
             # The customer's cancel: it locks the order's products by id after the

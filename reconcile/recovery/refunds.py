@@ -25,8 +25,9 @@ declined one is final at the provider), created at once so it is counted, and
 sent after the reconciler's backoff from the last decline (``next_reconcile_at``),
 as an unreachable provider is retried, so a provider that keeps declining is
 not asked again on every pass. Declined is final for a reference, not for the
-money: before each new attempt the provider is asked about every earlier one,
-and one carried out late is booked instead. A later attempt still unsent when
+money: before each new attempt starts, and again right before it is sent, the
+provider is asked about every earlier one, and one carried out late is booked
+instead. A later attempt still unsent when
 that happens is cancelled here (``SUPERSEDED``), never sent; one already sent
 is declined by the provider (nothing is left to refund), harmlessly.
 """
@@ -44,7 +45,7 @@ from django.utils import timezone
 
 from observability import context
 from payments.models import UNSETTLED_REFUND_STATUSES, Refund, RefundAttemptStatus
-from payments.orphans import orphan_refund_cancel, orphan_refund_start
+from payments.orphans import orphan_refund_cancel, orphan_refund_find_late, orphan_refund_start
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
@@ -108,7 +109,7 @@ def refund_reconcile(*, refund: Refund, provider: PaymentProvider) -> RefundReso
     try:
         account = provider.query_refund(out_refund_no=refund.refund_no)
         orphan = refund.order_id is None
-        if account is None and orphan and orphan_refund_cancel(refund_id=refund.pk):
+        if account is None and orphan and _superseded(refund=refund, provider=provider):
             # The provider never got it, and an earlier attempt of the same orphaned
             # capture was carried out late meanwhile: not sent, ever.
             return RefundResolution.SUPERSEDED
@@ -132,6 +133,27 @@ def refund_reconcile(*, refund: Refund, provider: PaymentProvider) -> RefundReso
             _retry_later(refund=refund)
             return RefundResolution.CONFLICT
     raise AssertionError(f"unexpected settlement {settled.outcome}")  # pragma: no cover
+
+
+def _superseded(*, refund: Refund, provider: PaymentProvider) -> bool:
+    """Right before attempt n of an orphaned capture's refund is sent: ask the
+    provider about the earlier, declined attempts (one may have been carried out
+    since attempt n started, and nobody told us: a dropped notification, no
+    statement yet); book one it carried out, and cancel attempt n. True if cancelled.
+
+    Asked here and not only when attempt n started, because n waits out a backoff
+    between the two. Raises ProviderOutcomeUnknown (nothing is sent then either).
+    """
+    earlier = Refund.objects.filter(
+        payment_id=refund.payment_id,
+        order__isnull=True,
+        status=RefundAttemptStatus.FAILED,
+        pk__lt=refund.pk,
+    ).order_by("-pk")
+    orphan_refund_find_late(refunds=earlier, provider=provider)
+    # Whoever booked it (here, a notification, a statement, another runner): the
+    # cancel checks under the order's lock that an earlier attempt SUCCEEDED.
+    return orphan_refund_cancel(refund_id=refund.pk)
 
 
 def _retry_later(*, refund: Refund) -> None:

@@ -31,7 +31,7 @@ import re
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -45,7 +45,9 @@ from payments.providers import (
     RefundResult,
     RefundStatus,
 )
-from reconcile.models import SANDBOX, StrayCapture
+from reconcile.desk.selectors import notifications_held
+from reconcile.desk.services import notification_case_open
+from reconcile.models import StrayCapture
 from reconcile.recovery.claims import reconcile_backoff_s
 
 logger = logging.getLogger(__name__)
@@ -152,7 +154,7 @@ def stray_capture_take(
     StrayCapture.objects.bulk_create(
         [
             StrayCapture(
-                provider=SANDBOX,
+                provider=provider.name,
                 out_trade_no=out_trade_no,
                 trade_no=trade_no,
                 amount=account.amount,
@@ -162,7 +164,7 @@ def stray_capture_take(
         ],
         ignore_conflicts=True,
     )
-    stray = StrayCapture.objects.get(provider=SANDBOX, trade_no=trade_no)
+    stray = StrayCapture.objects.get(provider=provider.name, trade_no=trade_no)
     logger.warning(
         "stray capture %s of %s %s for unknown reference %s: refunding it",
         trade_no,
@@ -251,12 +253,8 @@ def stray_refund_restart(*, stray: StrayCapture, provider: PaymentProvider) -> b
     starts nothing either (the next pass asks again). Then one conditional
     UPDATE on the attempt number: of two runners, one moves it.
     """
-    try:
-        if stray_refund_find_late(stray=stray, provider=provider):
-            return False
-    except ProviderOutcomeUnknown as error:
-        logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
-        return False
+    if _found_late(stray=stray, provider=provider) is not False:
+        return False  # refunded late after all, or the provider could not be asked
     started = (
         StrayCapture.objects.filter(
             pk=stray.pk,
@@ -284,18 +282,38 @@ def stray_refund_restart(*, stray: StrayCapture, provider: PaymentProvider) -> b
     return started
 
 
-def strays_unrefunded() -> list[StrayCapture]:
-    """Stray captures whose refund is not settled yet, those whose declined refund is
-    due for its next attempt, and declined ones the provider has since notified a
-    refund success for (a late one: asked about now, not after the backoff). Few by
-    nature (read off the whole table)."""
-    late = ProviderNotification.objects.filter(
-        out_trade_no=OuterRef("out_trade_no"),
+def stray_late_notifications() -> QuerySet[ProviderNotification]:
+    """Unresolved refund-SUCCESS notifications about stray captures' references that no
+    open case holds: each a hint that a declined refund was carried out late.
+
+    One a case holds (the provider's query did not confirm it, or a person took
+    it) is a person's now: it no longer makes its stray due before its backoff.
+    """
+    return ProviderNotification.objects.filter(
         event=ProviderNotification.Event.REFUND,
         trade_status=RefundStatus.SUCCESS.value,
         outcome=ProviderNotification.Outcome.UNMATCHED,
         resolved_at__isnull=True,
-    )
+    ).exclude(pk__in=notifications_held())
+
+
+def _found_late(*, stray: StrayCapture, provider: PaymentProvider) -> bool | None:
+    """``stray_refund_find_late`` over every reference; None if the provider could not
+    be asked (logged: the next pass asks again)."""
+    try:
+        return stray_refund_find_late(stray=stray, provider=provider)
+    except ProviderOutcomeUnknown as error:
+        logger.warning("stray refund %s: provider unreachable (%s)", stray.refund_no, error)
+        return None
+
+
+def strays_unrefunded() -> list[StrayCapture]:
+    """Stray captures whose refund is not settled yet, those whose declined refund is
+    due for its next attempt, and declined ones the provider has since notified a
+    refund success for that no case holds (a late one: asked about now, not after
+    the backoff; asked once, since one the provider does not confirm becomes a case,
+    ``stray_late_notified``). Few by nature (read off the whole table)."""
+    late = stray_late_notifications().filter(out_trade_no=OuterRef("out_trade_no"))
     return list(
         StrayCapture.objects.filter(
             Q(refund_status__in=UNSETTLED_REFUND_STATUSES)
@@ -303,6 +321,31 @@ def strays_unrefunded() -> list[StrayCapture]:
             | Q(Exists(late), refund_status=RefundAttemptStatus.FAILED)
         ).order_by("pk")
     )
+
+
+def stray_backoff_over(stray: StrayCapture) -> bool:
+    """A declined stray refund's next attempt may be started (its backoff is over)."""
+    return stray.next_refund_at is None or stray.next_refund_at <= timezone.now()
+
+
+def stray_late_notified(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
+    """A declined stray refund, due before its backoff only because a refund success was
+    notified for it: ask the provider about every reference now. True if refunded.
+
+    A notification the provider's query does not confirm (mistaken, stale, or
+    about another shop's refund) becomes a case for a person, so it is not asked
+    about again on every pass; the stray then waits for its backoff like any
+    other. An unreachable provider opens nothing (the next pass asks again).
+    """
+    found = _found_late(stray=stray, provider=provider)
+    if found is not False:
+        return bool(found)  # refunded late after all, or the provider could not be asked
+    for notification in stray_late_notifications().filter(out_trade_no=stray.out_trade_no):
+        notification_case_open(
+            notification=notification,
+            why="the provider's query does not confirm this refund",
+        )
+    return False
 
 
 def stray_notifications_resolve() -> int:

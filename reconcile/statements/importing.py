@@ -46,7 +46,6 @@ from payments.providers import (
     get_provider,
 )
 from reconcile.models import (
-    SANDBOX,
     LineOutcome,
     StatementImport,
     StatementLine,
@@ -68,14 +67,18 @@ def statement_reconcile(
 ) -> StatementCounts:
     """Import ``day``'s statement (once per provider and day) and match it. See the module."""
     provider = provider or get_provider()
-    statement = statement_import_row(day=day)
+    statement = statement_import_row(day=day, provider=provider.name)
     downloaded, new_lines = statement_download(statement=statement, provider=provider)
     counts = statement_match(statement=statement, provider=provider, batch_size=batch_size)
     return replace(counts, downloaded=downloaded, new_lines=new_lines)
 
 
-def statement_import_row(*, day: date, provider: str = SANDBOX) -> StatementImport:
-    """The one import row of (provider, day): inserted by whoever comes first."""
+def statement_import_row(*, day: date, provider: str | None = None) -> StatementImport:
+    """The one import row of (provider, day): inserted by whoever comes first.
+
+    ``provider`` is a provider's ``name``; the configured one's by default.
+    """
+    provider = provider or get_provider().name
     StatementImport.objects.bulk_create(
         [StatementImport(provider=provider, day=day)], ignore_conflicts=True
     )

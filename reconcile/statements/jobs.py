@@ -34,13 +34,16 @@ from reconcile.desk.selectors import notifications_held
 from reconcile.desk.services import notification_case_open
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
 from reconcile.recovery.strays import (
+    stray_backoff_over,
     stray_capture_take,
+    stray_late_notified,
     stray_notifications_resolve,
     stray_refund,
     stray_refund_restart,
     strays_unrefunded,
 )
-from reconcile.statements.importing import StatementCounts, statement_match, statement_reconcile
+from reconcile.statements.importing import statement_reconcile
+from reconcile.statements.settling import StatementCounts, statement_match
 
 # Unmatched notifications asked about per pass: each is one provider call, and a
 # flood of forged-looking ones (signed, so from the provider) must not stall a pass.
@@ -118,6 +121,9 @@ def _strays_refund(*, provider: PaymentProvider) -> tuple[int, int]:
 
 
 def _stray_refund_next(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
+    if stray.refund_status == RefundAttemptStatus.FAILED and not stray_backoff_over(stray):
+        # Due only because a late success was notified: asked about, nothing started.
+        return stray_late_notified(stray=stray, provider=provider)
     if stray.refund_status == RefundAttemptStatus.FAILED and not stray_refund_restart(
         stray=stray, provider=provider
     ):

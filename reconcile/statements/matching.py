@@ -14,18 +14,28 @@ a discrepancy that exists, so a batch run twice (two importers, a crash and a
 retry) changes nothing the second time. What is left pending has no ledger
 entry at all; ``statements.py`` asks the provider about each of those (the
 exceptions, few on any real day) and runs the batch's statements again.
+
+If a batch's statements fail (one line the database refuses fails the whole
+UPDATE), ``match_range_isolated`` matches that batch line by line through the
+desk's guard, so only the bad line stays pending and the rest of the day settles.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from collections.abc import Callable
 from datetime import date, datetime
+from functools import partial
 from typing import Any
 
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
 from payments.models import CAPTURE_KINDS, REFUND_KINDS
+from reconcile.desk.isolation import ItemGuard
 from reconcile.models import DiscrepancyKind, LineKind, LineOutcome, StatementLine
+
+logger = logging.getLogger(__name__)
 
 # The join of a line to its ledger entry, per kind: the provider's id is unique
 # per kind in the ledger (partial unique indexes), so a line meets at most one.
@@ -122,6 +132,50 @@ def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime
             )
             counts["stray"] += cursor.rowcount
     return counts
+
+
+def match_range_isolated(
+    *, statement_id: int, day: date, lo: int, hi: int, now: datetime, guard: ItemGuard
+) -> tuple[Counter[str], set[int]]:
+    """``match_range``, and if its set-based statements fail (one line the database
+    refuses fails the whole statement), the range again line by line through the
+    guard: only the bad line is left pending (counted, backing off, a case after
+    CASE_AFTER_FAILURES). Returns the counts and the ids of the lines left failed
+    (counted in ``failed``), which the caller does not settle any further this run.
+    """
+    bulk = partial(match_range, statement_id=statement_id, day=day, now=now)
+    try:
+        with transaction.atomic():  # the four statements, all or none
+            return bulk(lo=lo, hi=hi), set()
+    except DatabaseError:
+        logger.warning(
+            "statement %s lines %s..%s not matched together; line by line", statement_id, lo, hi
+        )
+    counts: Counter[str] = Counter()
+    failed: set[int] = set()
+    pending = StatementLine.objects.filter(
+        statement_id=statement_id, id__range=(lo, hi), outcome=LineOutcome.PENDING
+    )
+    for line_id, reference in pending.order_by("id").values_list("id", "reference"):
+        matched = None
+        if guard.due(line_id):
+            matched = guard.run(
+                key=line_id,
+                reference=reference,
+                work=partial(_atomic, partial(bulk, lo=line_id, hi=line_id)),
+                failed=None,
+            )
+        if matched is None:  # it raised now, or lately (backing off)
+            failed.add(line_id)
+            counts["failed"] += 1
+        else:
+            counts += matched
+    return counts, failed
+
+
+def _atomic(work: Callable[[], Counter[str]]) -> Counter[str]:
+    with transaction.atomic():
+        return work()
 
 
 def pending_ranges(*, statement_id: int, batch_size: int) -> list[tuple[int, int]]:

@@ -15,8 +15,8 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils.translation import gettext_noop
 
 from payments.models import CAPTURE_KINDS, LedgerEntry
+from payments.providers import get_provider
 from reconcile.models import (
-    SANDBOX,
     LineKind,
     LineOutcome,
     StatementDiscrepancy,
@@ -65,7 +65,10 @@ class StatementReport:
         )
 
 
-def statement_report(*, day: date, provider: str = SANDBOX) -> StatementReport:
+def statement_report(*, day: date, provider: str | None = None) -> StatementReport:
+    """The day's statement against our books; ``provider`` is a provider's ``name``
+    (the configured one's by default)."""
+    provider = provider or get_provider().name
     statement = StatementImport.objects.filter(provider=provider, day=day).first()
     rows: list[ReportRow] = []
     if statement is not None:
@@ -143,7 +146,8 @@ class StatementBooks:
 
 def statement_books(*, days: int = 3, limit: int = 20) -> StatementBooks:
     """The reports of the latest ``days`` imported days, and the oldest open discrepancies."""
-    latest = StatementImport.objects.order_by("-day").values_list("day", flat=True)[:days]
+    imported = StatementImport.objects.filter(provider=get_provider().name)
+    latest = imported.order_by("-day").values_list("day", flat=True)[:days]
     open_ = StatementDiscrepancy.objects.filter(resolved_at__isnull=True)
     return StatementBooks(
         reports=[statement_report(day=day) for day in latest],

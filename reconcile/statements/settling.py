@@ -48,7 +48,7 @@ from reconcile.recovery.strays import (
     stray_refund_find_late,
 )
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE
-from reconcile.statements.matching import match_range, pending_ranges
+from reconcile.statements.matching import match_range_isolated, pending_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +81,20 @@ def statement_match(
     counts: Counter[str] = Counter()
     guard = ItemGuard(job=STATEMENT_LINES, subject_type="line")
     for lo, hi in pending_ranges(statement_id=statement.pk, batch_size=batch_size):
-        match = partial(match_range, statement_id=statement.pk, day=statement.day, lo=lo, hi=hi)
-        counts += match(now=timezone.now())
+        match = partial(
+            match_range_isolated,
+            statement_id=statement.pk,
+            day=statement.day,
+            lo=lo,
+            hi=hi,
+            guard=guard,
+        )
+        matched, failed = match(now=timezone.now())
+        counts += matched
         asked: list[StatementLine] = []
         for line in StatementLine.objects.filter(
             statement=statement, id__range=(lo, hi), outcome=LineOutcome.PENDING
-        ):
+        ).exclude(pk__in=failed):
             if not guard.due(line.pk):
                 counts["failed"] += 1  # failed lately: still pending, backing off
                 continue
@@ -102,8 +110,10 @@ def statement_match(
             if action in ("asked", "stray"):
                 asked.append(line)
         if asked:
-            again = match(now=timezone.now())
-            counts["discrepancies"] += again["discrepancies"] + _not_booked(asked)
+            again, failed = match(now=timezone.now())
+            # A line the matching failed on stays pending for the guard, not a discrepancy.
+            left = [line for line in asked if line.pk not in failed]
+            counts["discrepancies"] += again["discrepancies"] + _not_booked(left)
     statement.refresh_from_db()
     if statement.covered_until is not None:
         counts["discrepancies"] += _not_on_statement(statement)
@@ -237,6 +247,12 @@ def _not_on_statement(statement: StatementImport) -> int:
         WHERE e.created_at >= %(start)s AND e.created_at < %(end)s
           AND NOT EXISTS (
               SELECT 1 FROM reconcile_statementline AS l WHERE l.ledger_entry_id = e.id)
+          -- Listed, but left pending (its matching failed, or is in flight): it is on
+          -- the statement, and the line's own guard or next run settles it.
+          AND NOT EXISTS (
+              SELECT 1 FROM reconcile_statementline AS p
+              WHERE p.outcome = %(pending)s
+                AND p.provider_id = COALESCE(e.refund_id, e.trade_no))
         ON CONFLICT DO NOTHING
     """
     with connection.cursor() as cursor:
@@ -244,6 +260,7 @@ def _not_on_statement(statement: StatementImport) -> int:
             sql,
             {
                 "kind": DiscrepancyKind.NOT_ON_STATEMENT.value,
+                "pending": LineOutcome.PENDING.value,
                 "day": statement.day,
                 "now": timezone.now(),
                 "start": start,

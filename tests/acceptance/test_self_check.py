@@ -1,4 +1,4 @@
-"""DESIGN.md section 10: the self-check questions, answered for order creation.
+"""docs/design.md, "What the tests answer": the self-check questions, answered for order creation.
 
 Question 3 (a crash half-way) is answered with the payment flow, where there is
 a half-way; for the single-phase order creation see tests/faults/.

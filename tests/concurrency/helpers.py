@@ -3,7 +3,7 @@
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from threading import Barrier
+from threading import Barrier, Thread
 from typing import TypeVar
 
 from django.db import connection, connections
@@ -30,6 +30,29 @@ def run_at_once(count: int, call: Callable[[int], T]) -> list[T]:
 
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(worker, range(count)))
+
+
+def race(*works: Callable[[], object]) -> list[BaseException]:
+    """Run each of ``works`` in its own thread (and connection), released together;
+    what they raised. The jobs' own results are in the database."""
+    barrier = Barrier(len(works))
+    errors: list[BaseException] = []
+
+    def racer(work: Callable[[], object]) -> None:
+        try:
+            barrier.wait()
+            work()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [Thread(target=racer, args=(work,)) for work in works]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
 
 
 def backend_pid() -> int:

@@ -4,10 +4,12 @@ from collections import Counter
 
 import pytest
 
+from demo.sandbox.models import Refund as ProviderRefund
 from payments.models import LedgerEntry, Refund
 from tests.assertions import assert_refunded_once
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import client_for, new_key
+from tests.payments.test_pay_late_outcomes import refund_declined_now_done_later
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -77,4 +79,39 @@ def test_without_the_key_layer_concurrent_refunds_still_refund_at_most_the_captu
     answers = run_at_once(10, lambda _i: refund_from_thread(user, paid_order, key, {}))
 
     assert Counter(status for status, _ in answers)[200] == 1, answers
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+
+
+@pytest.mark.parametrize("keys", ["same", "different"])
+def test_double_clicks_after_a_declined_refund_carried_out_later_book_it_once(
+    keys, paid_order, user, wallet, refund, fault
+):
+    # Given a refund of a third of the order, declined now and carried out later at the
+    # provider, which the shop has not heard of
+    third = paid_order.amount // 3
+    late = refund_declined_now_done_later(refund, fault, amount=third)
+
+    # When the customer double-clicks a refund of the rest: both requests ask the
+    # provider about the declined one at once, with one key or with two
+    shared = new_key()
+    answers = run_at_once(
+        2,
+        lambda _i: refund_from_thread(
+            user, paid_order, shared if keys == "same" else new_key(), {}
+        ),
+    )
+
+    # Then the late refund is booked once, and one new refund (of what was left then)
+    # went to the provider: the order is refunded whole, once
+    statuses = Counter(status for status, _ in answers)
+    assert statuses[200] >= 1, answers
+    assert {code for status, code in answers if status != 200} <= {
+        "idempotency-key-in-use",
+        "order-not-refundable",
+    }
+    assert Refund.objects.get(pk=late.pk).status == "SUCCEEDED"
+    assert LedgerEntry.objects.filter(refund_attempt=late).count() == 1
+    at_provider = ProviderRefund.objects.filter(status="SUCCESS").values_list("amount", flat=True)
+    assert sorted(at_provider) == sorted([third, paid_order.amount - third])
+    assert Refund.objects.filter(status="SUCCEEDED").count() == 2
     assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)

@@ -1,4 +1,4 @@
-"""The daily statement imported exactly once (DESIGN.md section 7), whatever fires it:
+"""The daily statement imported exactly once (docs/design.md, "Statements"), whatever fires it:
 three importers at once, a rerun, a process killed half-way and a retry.
 
 One import row per (provider, day) and each line once are unique constraints;

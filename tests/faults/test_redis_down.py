@@ -1,4 +1,4 @@
-"""Redis down (DESIGN.md 7): never a 500, each use doing what the contract says.
+"""Redis down (docs/design.md, "Redis down"): never a 500, each use doing what the contract says.
 
 Throttles and quotas fail open and are counted; the checkout, which cannot work
 without its one-time tokens, answers 503 ``service-unavailable`` with

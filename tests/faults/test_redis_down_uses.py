@@ -1,4 +1,4 @@
-"""Each of Redis's other uses without it (DESIGN.md 7, "Redis down"): never a 500.
+"""Each of Redis's other uses without it (docs/design.md, "Redis down"): never a 500.
 
 An order page's answer history degrades (the page renders, the payment stands),
 a heartbeat is skipped after the work it records, the readiness probe says

@@ -3,7 +3,7 @@
 Customers hit every kind of endpoint of the live server (catalogue, orders, pay,
 the token endpoint, the callback endpoint, the login page, the checkout) over
 HTTP while the shop's Redis, a server of the test's own, is stopped and started
-again. Not one answer may be a 500 (DESIGN.md 7, "Redis down"); the only
+again. Not one answer may be a 500 (docs/design.md, "Redis down"); the only
 server error allowed is 503 with ``Retry-After``. Afterwards nothing is lost:
 every order key replays its first answer, the sweeps ship what the lost
 enqueues did not, and the audit is clean.

@@ -1,6 +1,6 @@
 """A fixed corpus of nasty inputs (tests/hostile/corpus.py), for what the OpenAPI schema
 (and so Schemathesis) does not cover: the signed callback, the sandbox's API, the
-token endpoint, the demo shop's forms, and HTTP framing everywhere (issue 11).
+token endpoint, the demo shop's forms, and HTTP framing everywhere.
 
 Every case is answered below 500; the API, callback and sandbox cases with a 4xx
 problem+json and a ``code``; the pages with their own 4xx or the form again with

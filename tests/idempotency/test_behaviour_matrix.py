@@ -1,4 +1,4 @@
-"""One test per row of the behaviour matrix (DESIGN.md section 4), on order creation.
+"""One test per row of the behaviour matrix (docs/design.md), on order creation.
 
 The rows for an unknown provider outcome live with the payment tests.
 """

@@ -9,8 +9,8 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idempotency import core
-from idempotency.core import KeyRequest, MoveTo, Respond, atomic_phase, fingerprint
+from idempotency import core, phases
+from idempotency.core import KeyRequest, fingerprint
 from idempotency.drf import parse_idempotency_key
 from idempotency.errors import (
     IdempotencyKeyInUse,
@@ -19,6 +19,7 @@ from idempotency.errors import (
     UnknownRecoveryPoint,
 )
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from idempotency.phases import MoveTo, Respond, atomic_phase
 from orders.flows import order_create_flow
 from orders.models import Order
 from orders.services import LineRequest
@@ -117,7 +118,7 @@ def test_a_request_taken_over_cannot_commit_anything(user, product, settings):
     assert record_b.lock_token != record_a.lock_token
 
     # When A tries to commit its phase
-    with pytest.raises(core._LockLost):
+    with pytest.raises(phases.LockLost):
         order_create_flow(
             record_a, user_id=user.pk, lines=[LineRequest(sku=product.sku, quantity=1)]
         )
@@ -236,7 +237,7 @@ def test_a_single_phase_record_is_written_once_finished_with_its_answer(user):
             seen_during_work.append(IdempotencyKey.objects.filter(key="k").exists())
             return Respond(status=201, body={"ok": 1})
 
-        core.single_phase(record, work)
+        phases.single_phase(record, work)
 
     outcome = core.execute(request, flow)
 

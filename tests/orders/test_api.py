@@ -290,13 +290,15 @@ def test_header_over_255_characters_and_non_ascii_key_are_400(create_order):
 # --- Query budget ----------------------------------------------------------------------
 
 # First-time creation of a one-line order, as production runs it (the request's
-# transactions are real, not savepoints of a test transaction): authentication,
-# key lookup, then (BEGIN) product lookup, order_create's savepoint (SAVEPOINT,
-# RELEASE: it turns a reused key into its own error), the open-orders cap
+# transactions are real, not savepoints of a test transaction): authentication
+# and the key lookup in one statement (idempotency/replay.py), then (BEGIN)
+# product lookup, order_create's savepoint (SAVEPOINT, RELEASE: it turns a reused
+# key into its own error), the open-orders cap
 # (MAX_OPEN_ORDERS_PER_USER: the user's advisory lock, then the count under it),
 # order, line, movement, stock, and the key record inserted with its answer
-# (COMMIT is not captured). The key layer's share is the lookup and the INSERT.
-ORDER_CREATE_QUERIES = 14
+# (COMMIT is not captured). The key layer's share is the lookup (joined to the
+# token's) and the INSERT.
+ORDER_CREATE_QUERIES = 13
 KEY_TABLE = '"idempotency_idempotencykey"'
 
 
@@ -313,7 +315,7 @@ def test_order_creation_query_count_does_not_creep(create_order, client):
     assert len(first) == ORDER_CREATE_QUERIES, [q["sql"] for q in first]
     key_statements = [q["sql"] for q in first if KEY_TABLE in q["sql"]]
     assert [sql.split()[0] for sql in key_statements] == ["SELECT", "INSERT"]
-    # Replay: authentication + one lookup of the record, nothing else.
-    assert len(replay) == 2, [q["sql"] for q in replay]
+    # Replay: the token and the record in one statement, nothing else.
+    assert len(replay) == 1, [q["sql"] for q in replay]
     assert '"authtoken_token"' in replay[0]["sql"]
-    assert KEY_TABLE in replay[1]["sql"]
+    assert KEY_TABLE in replay[0]["sql"]

@@ -1,7 +1,9 @@
 """A new payment attempt after a declined one asks the provider about the earlier
-attempt first (DESIGN.md section 7, "Late outcomes"): an asynchronous method
+attempt first (docs/design.md, "Late outcomes"): an asynchronous method
 declined now may be paid later, and a second charge beside it would take the
-customer's money twice (one of them refunded, but taken).
+customer's money twice (one of them refunded, but taken). A new refund after a
+declined one does the same: the declined one may have gone through later, and
+what is left to refund is smaller than the books said.
 
 The provider is the real sandbox over HTTP. No Celery worker: the test carries
 the late success out at the provider itself (the sandbox's own service, which
@@ -15,11 +17,12 @@ from typing import Any
 import pytest
 
 from demo.sandbox.models import Charge
-from demo.sandbox.services.late_success import late_success_settle
+from demo.sandbox.models import Refund as ProviderRefund
+from demo.sandbox.services.late_success import late_success_settle, refund_late_success_settle
 from orders.models import Order
 from payments.earlier import MAX_EARLIER_ASKED, earlier_asks_allowed
 from payments.flows import _settle_earlier_attempts
-from payments.models import LedgerEntry, Payment
+from payments.models import LedgerEntry, Payment, Refund
 from payments.providers import get_provider
 from reconcile.audit.run import audit_run
 from tests.reconcile.conftest import gone_provider  # noqa: F401 - a fixture
@@ -103,6 +106,10 @@ class CountingProvider:
         self.asked.append(out_trade_no)
         return self.real.query(out_trade_no=out_trade_no)
 
+    def query_refund(self, *, out_refund_no: str) -> Any:
+        self.asked.append(out_refund_no)
+        return self.real.query_refund(out_refund_no=out_refund_no)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
@@ -141,3 +148,94 @@ def test_the_asks_with_the_own_call_fit_in_the_lock_budget(settings):
         assert (asks + 1) * 2 * timeout_s + timeout_s <= lock_s or asks == 0
     settings.PROVIDER_TIMEOUT_S, settings.IDEMPOTENCY_LOCK_TIMEOUT = 5.0, 60
     assert earlier_asks_allowed() == 3
+
+
+# --- A refund after a declined refund ----------------------------------------------
+
+
+def refund_declined_now_done_later(refund, fault, *, amount: int) -> Refund:
+    """Refund ``amount`` with late_success armed (402), then the provider carries it out."""
+    fault("late_success", target="refund", delay_s=LATER_S)
+    first = refund(body={"amount": amount})
+    assert (first.status_code, first.json()["code"]) == (402, "refund-declined")
+    declined = Refund.objects.get()
+    at_provider = ProviderRefund.objects.get(out_refund_no=declined.refund_no)
+    assert refund_late_success_settle(refund_id=at_provider.pk) is not None
+    return declined
+
+
+def test_a_refund_after_a_declined_one_the_provider_carried_out_later_refunds_no_more(
+    paid_order, refund, fault, user, wallet
+):
+    # Given a refund of most of the order, declined now and carried out later
+    most = paid_order.amount * 2 // 3
+    first = refund_declined_now_done_later(refund, fault, amount=most)
+    assert Refund.objects.get(pk=first.pk).status == "FAILED"  # the shop has not heard
+
+    # When the customer asks for the same refund again, with a new key
+    again = refund(key := "refund-again-after-a-decline", body={"amount": most})
+
+    # Then the earlier one was asked about and booked; the new one no longer fits
+    # what is left, is refused (stored), and nothing more went to the provider
+    assert (again.status_code, again.json()["code"]) == (409, "refund-exceeds-paid")
+    assert refund(key, body={"amount": most}).json() == again.json()
+    assert list(Refund.objects.values_list("pk", "status")) == [(first.pk, "SUCCEEDED")]
+    [entry] = LedgerEntry.objects.filter(kind="refund")
+    assert (entry.refund_attempt_id, entry.amount) == (first.pk, most)
+    paid_order.refresh_from_db()
+    assert (paid_order.status, paid_order.refunded_amount) == ("PAID", most)
+    assert ProviderRefund.objects.count() == 1
+    assert wallet(user)["refunded_total"] == most
+    report = audit_run()
+    assert report.ok, [finding.message for finding in report.findings]
+
+
+def test_a_refund_after_a_declined_one_carried_out_later_refunds_the_rest_only(
+    paid_order, refund, fault, user, wallet
+):
+    # Given a partial refund declined now and carried out later
+    part = paid_order.amount // 4
+    first = refund_declined_now_done_later(refund, fault, amount=part)
+
+    # When the customer asks for the whole rest, with a new key
+    rest = refund()
+
+    # Then the late one is booked and the new one refunds what is left: all of it, once
+    assert rest.status_code == 200, rest.content
+    assert rest.json()["refunded_amount"] == paid_order.amount
+    statuses = dict(Refund.objects.values_list("pk", "status"))
+    assert statuses.pop(first.pk) == "SUCCEEDED"
+    assert list(statuses.values()) == ["SUCCEEDED"]
+    assert sorted(LedgerEntry.objects.filter(kind="refund").values_list("amount", flat=True)) == (
+        sorted([part, paid_order.amount - part])
+    )
+    assert wallet(user)["refunded_total"] == paid_order.amount
+    assert Order.objects.get(pk=paid_order.pk).status == "REFUNDED"
+
+
+def test_a_refund_after_a_decline_waits_while_the_provider_cannot_be_asked(
+    paid_order,
+    refund,
+    fault,
+    user,
+    wallet,
+    settings,
+    gone_provider,  # noqa: F811 - the fixture
+):
+    # Given a refund declined now (and maybe carried out later: the shop cannot know)
+    first = refund_declined_now_done_later(refund, fault, amount=paid_order.amount)
+    here = settings.PROVIDER_BASE_URL
+
+    # When the customer asks again while the provider is unreachable
+    settings.PROVIDER_BASE_URL = gone_provider
+    answer = refund(key := "refund-while-the-provider-is-away")
+
+    # Then 503, nothing stored, no new attempt; the same key, later, finds the truth
+    assert (answer.status_code, answer.json()["code"]) == (503, "refund-outcome-unknown")
+    assert list(Refund.objects.values_list("pk", flat=True)) == [first.pk]
+    settings.PROVIDER_BASE_URL = here
+    again = refund(key)
+    assert (again.status_code, again.json()["code"]) == (409, "order-not-refundable")
+    assert Order.objects.get(pk=paid_order.pk).status == "REFUNDED"
+    assert wallet(user)["refunded_total"] == paid_order.amount
+    assert ProviderRefund.objects.count() == 1

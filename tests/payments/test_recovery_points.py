@@ -143,7 +143,7 @@ def test_killed_process_then_same_key_pays_once(
     assert_paid_once(order, user, wallet)
 
 
-# --- DESIGN.md section 10 ------------------------------------------------------------
+# --- docs/design.md, "What the tests answer" --------------------------------------
 
 
 def test_q3_first_request_crashed_half_way_state_is_consistent_after_retry(

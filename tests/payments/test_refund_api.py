@@ -226,7 +226,7 @@ def test_charge_faults_do_not_touch_refunds(refund, fault, paid_order, user, wal
     assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
 
 
-# --- Behaviour matrix rows (DESIGN.md section 4) on the refund endpoint ----------------
+# --- Behaviour matrix rows (docs/design.md) on the refund endpoint --------------------
 
 
 def test_missing_key_is_400_and_not_stored(client, paid_order):

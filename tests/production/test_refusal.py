@@ -11,6 +11,8 @@ from django.core.exceptions import ImproperlyConfigured
 from config.production import (
     DEVELOPMENT_PROVIDER_API_KEY,
     DEVELOPMENT_SECRET_KEY,
+    DEVELOPMENT_STRIPE_API_KEY,
+    DEVELOPMENT_STRIPE_WEBHOOK_SECRET,
     DEVELOPMENT_WEBHOOK_SECRET,
     refuse_unsafe_start,
 )
@@ -163,7 +165,10 @@ def test_a_rotating_pair_of_generated_webhook_secrets_is_accepted():
     refuse_unsafe_start(production_env(SANDBOX_WEBHOOK_SECRET=pair))  # does not raise
 
 
-STRIPE_KEYS = {"STRIPE_API_KEY": "sk_live_example", "STRIPE_WEBHOOK_SECRET": "whsec_example"}
+STRIPE_KEYS = {
+    "STRIPE_API_KEY": f"sk_live_{secrets.token_urlsafe(24)}",
+    "STRIPE_WEBHOOK_SECRET": f"whsec_{secrets.token_urlsafe(32)}",
+}
 
 
 @pytest.mark.parametrize("missing", ["STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"])
@@ -184,3 +189,50 @@ def test_stripe_with_its_keys_needs_none_of_the_sandbox_secrets():
     )
 
     refuse_unsafe_start(env)  # does not raise
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (
+            {"STRIPE_API_KEY": DEVELOPMENT_STRIPE_API_KEY},
+            "STRIPE_API_KEY is the development default",
+        ),
+        (
+            {"STRIPE_WEBHOOK_SECRET": DEVELOPMENT_STRIPE_WEBHOOK_SECRET},
+            "STRIPE_WEBHOOK_SECRET is (or includes) the development default",
+        ),
+        (
+            {"STRIPE_WEBHOOK_SECRET": "whsec_example"},
+            "STRIPE_WEBHOOK_SECRET is (or includes) a secret shorter than 32 characters",
+        ),
+        (
+            {"STRIPE_WEBHOOK_SECRET": "w" * 31},
+            "STRIPE_WEBHOOK_SECRET is (or includes) a secret shorter than 32 characters",
+        ),
+        (
+            {"STRIPE_WEBHOOK_SECRET": "whsec_" + "a" * 32},
+            "STRIPE_WEBHOOK_SECRET is (or includes) a secret of fewer than 20 distinct",
+        ),
+        (
+            {"STRIPE_WEBHOOK_SECRET": "whsec_" + "0123456789abc" * 3},
+            "STRIPE_WEBHOOK_SECRET is (or includes) a secret of fewer than 20 distinct",
+        ),
+    ],
+)
+def test_each_unsafe_stripe_secret_is_refused_and_named(overrides, named):
+    env = production_env(PAYMENT_PROVIDER="stripe", **{**STRIPE_KEYS, **overrides})
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        refuse_unsafe_start(env)
+
+    message = str(refused.value)
+    assert named in message
+    assert message.count("\n  - ") == 1
+
+
+def test_the_demos_stripe_keys_are_the_refused_development_defaults():
+    from demo.runner import DEMO_STRIPE
+
+    assert DEMO_STRIPE["STRIPE_API_KEY"] == DEVELOPMENT_STRIPE_API_KEY
+    assert DEMO_STRIPE["STRIPE_WEBHOOK_SECRET"] == DEVELOPMENT_STRIPE_WEBHOOK_SECRET

@@ -4,13 +4,15 @@ left unknown the quick way (through the services, as a crashed request leaves th
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from orders.models import Order, Product
@@ -19,6 +21,8 @@ from payments.models import Payment
 from payments.providers import get_provider
 from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
 from tests.conftest import new_key
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -100,28 +104,27 @@ def unknown_payment(product: Product) -> Callable[..., Payment]:
 
 
 @pytest.fixture
-def poison() -> Iterator[Callable[..., None]]:
-    """``poison(table, when)``: the database refuses every write of ``table`` whose rows
-    match ``when`` (a trigger's WHEN on NEW/OLD), until the test ends."""
-    made: list[str] = []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE OR REPLACE FUNCTION test_poisoned_row() RETURNS trigger LANGUAGE plpgsql "
-            "AS $$ BEGIN RAISE EXCEPTION 'poisoned row in %', TG_TABLE_NAME; END $$"
-        )
+def double_click() -> Callable[[Callable[[], T]], list[T]]:
+    """``double_click(act)``: ``act()`` in two threads at once (a person's double click),
+    each on its own connection (closed in ``finally``); both results, in finishing order."""
 
-    def add(table: str, when: str, *, event: str = "UPDATE") -> None:
-        name = f"test_poison_{len(made)}"
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"CREATE TRIGGER {name} BEFORE {event} ON {table} FOR EACH ROW "
-                f"WHEN ({when}) EXECUTE FUNCTION test_poisoned_row()"
-            )
-        made.append(f"{name} ON {table}")
+    def click_twice(act: Callable[[], T]) -> list[T]:
+        barrier = threading.Barrier(2)
+        results: list[T] = []
 
-    try:
-        yield add
-    finally:
-        with connection.cursor() as cursor:
-            for trigger in made:
-                cursor.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        def click() -> None:
+            try:
+                barrier.wait()
+                results.append(act())
+            finally:
+                close_old_connections()
+                connection.close()
+
+        threads = [threading.Thread(target=click) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return results
+
+    return click_twice

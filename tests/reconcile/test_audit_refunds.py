@@ -1,5 +1,5 @@
-"""The audit's refund, orphan and notification checks (DESIGN.md section 9, invariants 2,
-6 and 7): clean on a shop with refunds, and each invariant broken in turn is reported."""
+"""The audit's refund, orphan and notification checks (invariants 2, 6 and 7 of
+docs/design.md): clean on a shop with refunds, and each invariant broken in turn is reported."""
 
 from __future__ import annotations
 

@@ -129,3 +129,70 @@ def test_an_unknown_route_is_released_and_reported(order, user, sandbox):
     assert completion.run_once().unsupported == 1
     record.refresh_from_db()
     assert (record.recovery_point, record.locked_at) == ("somewhere", None)
+
+
+def test_a_completer_pass_with_one_record_the_database_refuses_finishes_the_others(
+    user, unknown_payment, poison, sandbox, settings, due_at_once
+):
+    from django.db import connection
+
+    from reconcile.audit.run import audit_run
+    from reconcile.desk.actions import case_act
+    from reconcile.desk.models import Case, CaseState, ItemFailure
+    from reconcile.recovery import fulfilment
+
+    settings.CASE_AFTER_FAILURES = 2
+    settings.RECONCILE_BACKOFF_BASE_S = 0  # due again at once: two passes, two tries
+    # Given three pay requests abandoned after their attempts were charged and settled
+    records = []
+    for _ in range(3):
+        payment = unknown_payment(user, charged=True)
+        settle_as_notified(payment)
+        path = f"/api/v1/orders/{payment.order.number}/pay/"
+        records.append(plant(user, path=path, point=PayPoint.PAYMENT_CREATED, payment=payment))
+    # ... the middle one stuck long enough for the audit to see it, and its row refused
+    long_ago = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT + 60)
+    IdempotencyKey.objects.filter(pk=records[1].pk).update(created_at=long_ago)
+    poison("idempotency_idempotencykey", f"NEW.id = {records[1].pk}")
+
+    counts = completion.run_once()
+
+    # Then the other two are finished; the refused one is counted, not yet a case
+    assert (counts.examined, counts.finished, counts.error) == (3, 2, 1)
+    points = [IdempotencyKey.objects.get(pk=r.pk).recovery_point for r in records]
+    assert points == ["finished", PayPoint.PAYMENT_CREATED, "finished"]
+    failure = ItemFailure.objects.get()
+    assert (failure.job, failure.key, failure.reference) == (
+        "completion",
+        str(records[1].pk),
+        records[1].key,
+    )
+    assert not Case.objects.exists()
+
+    # And the second failure in a row is a case holding the audit's finding (and backs
+    # off as the reconciler's items do)
+    settings.RECONCILE_BACKOFF_BASE_S = 60
+    assert completion.run_once().error == 1
+    case = Case.objects.get()
+    assert (case.kind, case.subject_type, case.subject_id) == (
+        "item-failed",
+        "record",
+        records[1].pk,
+    )
+    fulfilment.run_once()  # (the sweep ships the paid orders: no worker in this test)
+    report = audit_run()
+    assert (report.findings, report.open_cases) == ([], 1)
+    assert [f.ids["record"] for f in report.waiting] == [records[1].pk]
+
+    # When the row is fixed and a person asks for a retry
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER test_poison_0 ON idempotency_idempotencykey")
+    assert completion.run_once().examined == 0  # (backing off until the retry)
+    assert case_act(case_id=case.pk, action="retry", note="trigger removed", by_name="ops").acted
+    assert completion.run_once().finished == 1
+
+    # Then the case is closed by the machine and the audit is clean
+    assert Case.objects.get().state == CaseState.RESOLVED
+    assert not ItemFailure.objects.exists()
+    assert audit_run().findings == []
+    assert audit_run().open_cases == 0

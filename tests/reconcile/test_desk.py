@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import io
 import logging
-import threading
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.core.management import call_command
-from django.db import close_old_connections, connection
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -27,16 +27,23 @@ from callbacks.models import ProviderNotification
 from payments.models import LedgerEntry, Payment, Refund
 from reconcile.audit.checks import books as book_checks
 from reconcile.audit.run import audit_run
-from reconcile.desk.actions import CaseActionRefused, case_act
+from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import cases_run_once, notification_case_open
-from reconcile.models import LineOutcome, StatementLine, StrayCapture
+from reconcile.models import (
+    DiscrepancyKind,
+    LineOutcome,
+    StatementDiscrepancy,
+    StatementLine,
+    StrayCapture,
+)
 from reconcile.recovery import fulfilment
 from reconcile.recovery import notifications as notification_jobs
 from reconcile.recovery import payments as payment_jobs
 from reconcile.recovery import refunds as refund_jobs
 from reconcile.statements.importing import statement_download, statement_import_row
 from reconcile.statements.jobs import leftovers_run_once
+from reconcile.statements.settling import statement_match
 from tests.callbacks.test_api import notify
 from tests.factories import UserFactory
 from tests.reconcile.statement_helpers import stray_charge, today
@@ -299,27 +306,15 @@ def test_cases_resolve_dismisses_once_and_says_so_the_second_time(sandbox, due_a
     assert listed.getvalue() == ""
 
 
-def test_a_double_click_on_dismiss_acts_once(sandbox, due_at_once):
+def test_a_double_click_on_dismiss_acts_once(sandbox, due_at_once, double_click):
     forged_notification()
     leftovers_run_once()
     case = Case.objects.get()
     staff = UserFactory.create(is_staff=True)
-    barrier = threading.Barrier(2)
-    results = []
 
-    def click() -> None:
-        try:
-            barrier.wait()
-            results.append(case_act(case_id=case.pk, action="dismiss", note="forged", user=staff))
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=click) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = double_click(
+        partial(case_act, case_id=case.pk, action="dismiss", note="forged", user=staff)
+    )
 
     assert sorted(r.acted for r in results) == [False, True]
     assert CaseAction.objects.count() == 1
@@ -395,3 +390,162 @@ def test_an_action_needs_a_reason_and_must_fit_the_case(sandbox, due_at_once):
         case_act(case_id=case.pk, action="accept", note="why not", by_name="ops")
     assert Case.objects.get().state == CaseState.OPEN
     assert not CaseAction.objects.exists()
+
+
+def test_a_statement_batch_with_one_line_the_database_refuses_matches_the_others(
+    user, unknown_payment, poison, sandbox, settings, due_at_once
+):
+    settings.CASE_AFTER_FAILURES = 2
+    settings.RECONCILE_BACKOFF_BASE_S = 0  # due again at once: two runs, two tries
+    # Given a day of three captures the shop booked (the reconciler rolled them forward)
+    payments = [unknown_payment(user, charged=True) for _ in range(3)]
+    assert payment_jobs.run_once().rolled_forward == 3
+    statement = statement_import_row(day=today())
+    statement_download(statement=statement, provider=payment_jobs.get_provider())
+    lines = list(StatementLine.objects.order_by("pk"))
+    assert len(lines) == 3
+    # ... and the middle line's row refuses to be settled (so the batch's UPDATE fails)
+    poison("reconcile_statementline", f"NEW.id = {lines[1].pk} AND NEW.outcome <> OLD.outcome")
+
+    counts = statement_match(statement=statement, provider=payment_jobs.get_provider())
+
+    # Then the other two lines are matched one by one, the bad one is left pending
+    assert (counts.matched, counts.failed, counts.discrepancies) == (2, 1, 0)
+    outcomes = [StatementLine.objects.get(pk=line.pk).outcome for line in lines]
+    assert outcomes == [LineOutcome.MATCHED, LineOutcome.PENDING, LineOutcome.MATCHED]
+    failure = ItemFailure.objects.get()
+    assert (failure.job, failure.key, failure.reference) == (
+        "statement-lines",
+        str(lines[1].pk),
+        payments[1].out_trade_no,
+    )
+
+    # And the second failure in a row is a case about the line, which the audit waits on
+    statement_match(statement=statement, provider=payment_jobs.get_provider())
+    case = Case.objects.get()
+    assert (case.kind, case.subject_type, case.subject_id) == ("item-failed", "line", lines[1].pk)
+    fulfilment.run_once()  # (the sweep ships the paid orders: no worker in this test)
+    assert audit_run().open_cases == 1
+
+    # When the row is fixed and the statement is matched again (together, now), the
+    # open-cases job closes the case: the line is settled
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER test_poison_0 ON reconcile_statementline")
+    assert statement_match(statement=statement, provider=payment_jobs.get_provider()).matched == 1
+    assert cases_run_once().closed == 1
+    assert Case.objects.get().state == CaseState.RESOLVED
+    assert not ItemFailure.objects.exists()
+    assert _audit() == (0, "audit: clean")
+
+
+def test_saving_a_resolved_case_in_the_admin_says_so_never_a_500(sandbox, due_at_once):
+    # Given a case a person dismissed in the admin
+    forged_notification()
+    leftovers_run_once()
+    case = Case.objects.get()
+    admin = Client(raise_request_exception=False)
+    admin.force_login(UserFactory.create(is_staff=True, is_superuser=True))
+    url = f"/admin/reconcile/case/{case.pk}/change/"
+    form = {"action": "dismiss", "note": "forged"}
+    dismissed = admin.post(url, form, follow=True)  # (its messages read, as a browser does)
+    assert f"case {case.pk} dismissed" in [str(m) for m in dismissed.context["messages"]]
+
+    # When the same form is sent again (a double click, a second tab), or the resolved
+    # case's page is saved as it is
+    again = admin.post(url, form, follow=True)
+    empty = admin.post(url, {}, follow=True)
+
+    # Then each answer says the case is resolved; nothing is acted on twice
+    for answer in (again, empty):
+        assert answer.status_code == 200
+        said = [str(m) for m in answer.context["messages"]]
+        assert said == [f"case {case.pk} is {ALREADY_RESOLVED}"]
+    assert CaseAction.objects.count() == 1
+    # And the resolved case's page is read-only: no form to save
+    page = admin.get(url).content.decode()
+    assert 'name="_save"' not in page
+    assert 'name="note"' not in page
+
+
+def _line_left_a_discrepancy(reason: str) -> StatementDiscrepancy:
+    """Import today's statement and leave its one line a not-booked discrepancy, as the
+    statement leaves it when the provider did not confirm the capture when asked."""
+    statement = statement_import_row(day=today())
+    statement_download(statement=statement, provider=payment_jobs.get_provider())
+    line = StatementLine.objects.get()
+    StatementLine.objects.filter(pk=line.pk).update(
+        outcome=LineOutcome.DISCREPANCY, note=reason, matched_at=timezone.now()
+    )
+    return StatementDiscrepancy.objects.create(
+        kind=DiscrepancyKind.NOT_BOOKED, day=today(), line=line, reason=reason
+    )
+
+
+def test_accept_on_a_discrepancy_case_books_the_providers_confirmed_capture_once(
+    user, unknown_payment, sandbox, due_at_once, double_click
+):
+    # Given a capture of ours the statement lists, a discrepancy when it was matched
+    # (the provider did not confirm it then), held by a case
+    payment = unknown_payment(user, charged=True)
+    discrepancy = _line_left_a_discrepancy("the provider did not confirm it when asked")
+    assert cases_run_once().opened == 1
+    case = Case.objects.get()
+    assert case.kind == CaseKind.DISCREPANCY
+    page = Client()
+    page.force_login(UserFactory.create(is_staff=True, is_superuser=True))
+    assert (
+        '<option value="accept">'
+        in page.get(f"/admin/reconcile/case/{case.pk}/change/").content.decode()
+    )
+    assert '<option value="accept">accept</option>' in page.get("/books/").content.decode()
+
+    # When a person accepts the provider's word, twice at once (a double click)
+    results = double_click(
+        partial(
+            case_act, case_id=case.pk, action="accept", note="statement is right", by_name="ops"
+        )
+    )
+
+    # Then the capture is booked once by the normal settlement, the case and the
+    # discrepancy are resolved, and the action is recorded once
+    assert sorted(r.acted for r in results) == [False, True], results
+    assert Payment.objects.get(pk=payment.pk).status == "SUCCEEDED"
+    assert LedgerEntry.objects.filter(payment=payment).count() == 1
+    assert StatementDiscrepancy.objects.get(pk=discrepancy.pk).resolved_at is not None
+    assert Case.objects.get().state == CaseState.RESOLVED
+    assert list(CaseAction.objects.values_list("action", flat=True)) == ["accept"]
+    # And the command says so the third time
+    out = io.StringIO()
+    call_command("cases", "accept", str(case.pk), "--note", "again", stdout=out)
+    assert out.getvalue().strip() == f"case {case.pk} is {ALREADY_RESOLVED}"
+    fulfilment.run_once()  # (the sweep ships it: no worker in this test)
+    assert _audit() == (0, "audit: clean")
+
+
+def test_refund_on_an_unknown_line_case_refunds_the_stray_capture_once(
+    user, wallet, sandbox, due_at_once, double_click
+):
+    # Given a capture for a reference the shop never wrote, left a discrepancy by the
+    # statement (the provider did not confirm it then), held by a case
+    stray_charge(user, amount=650)
+    discrepancy = _line_left_a_discrepancy("the provider's query does not confirm this capture")
+    assert cases_run_once().opened == 1
+    case = Case.objects.get()
+    assert case.kind == CaseKind.UNKNOWN_LINE
+
+    # When a person refunds it, twice at once (a double click), and once more by command
+    results = double_click(
+        partial(case_act, case_id=case.pk, action="refund", note="not ours", by_name="ops")
+    )
+    out = io.StringIO()
+    call_command("cases", "refund", str(case.pk), "--note", "again", stdout=out)
+
+    # Then the stray refund service refunded it once; case and discrepancy are resolved
+    assert sorted(r.acted for r in results) == [False, True]
+    assert out.getvalue().strip() == f"case {case.pk} is {ALREADY_RESOLVED}"
+    assert StrayCapture.objects.get().refund_status == "SUCCEEDED"
+    seen = wallet(user)
+    assert seen["charged_total"] - seen["refunded_total"] == 0
+    assert StatementDiscrepancy.objects.get(pk=discrepancy.pk).resolved_at is not None
+    assert list(CaseAction.objects.values_list("action", flat=True)) == ["refund"]
+    assert _audit() == (0, "audit: clean")

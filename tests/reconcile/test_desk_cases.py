@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
-import threading
+from datetime import timedelta
+from functools import partial
 
 import pytest
-from django.db import close_old_connections, connection
+from django.db import connection
+from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from payments.models import Payment
@@ -152,7 +154,7 @@ def test_dismissing_a_failed_notification_about_our_attempt_leaves_it_unresolved
     assert ProviderNotification.objects.get(pk=notification.pk).resolved_at is None
 
 
-def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, settings):
+def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, settings, double_click):
     settings.CASE_AFTER_FAILURES = 1
     payment = unknown_payment(user, charged=False)
     guard = ItemGuard(job=PAYMENTS, subject_type="payment")
@@ -162,22 +164,10 @@ def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, setti
     )
     case = Case.objects.get()
     staff = UserFactory.create(is_staff=True)
-    barrier = threading.Barrier(2)
-    results = []
 
-    def click() -> None:
-        try:
-            barrier.wait()
-            results.append(case_act(case_id=case.pk, action="retry", note="fixed", user=staff))
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=click) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = double_click(
+        partial(case_act, case_id=case.pk, action="retry", note="fixed", user=staff)
+    )
 
     assert sorted(r.acted for r in results) == [False, True]
     assert CaseAction.objects.filter(action="retry").count() == 1
@@ -199,3 +189,52 @@ def _deferred_notification(payment: Payment) -> ProviderNotification:
         response_status=200,
         response_body={},
     )
+
+
+def test_an_open_cases_pass_with_one_subject_whose_case_is_refused_opens_the_others(
+    user, unknown_payment, poison, sandbox, settings
+):
+    # Given three attempts unresolved for longer than CASE_AFTER_S; the middle one's
+    # case cannot be written (its row refused)
+    settings.CASE_AFTER_S = 3600
+    settings.CASE_AFTER_FAILURES = 2
+    settings.RECONCILE_BACKOFF_BASE_S = 0  # due again at once: two passes, two tries
+    payments = [unknown_payment(user, charged=False) for _ in range(3)]
+    Payment.objects.update(created_at=timezone.now() - timedelta(hours=2))
+    poison(
+        "reconcile_case",
+        f"NEW.kind = 'unresolved' AND NEW.subject_id = {payments[1].pk}",
+        event="INSERT",
+    )
+
+    first = cases_run_once()
+
+    # Then the other two are cases; the refused one is counted, not yet a case
+    assert first.opened == 2
+    assert set(Case.objects.values_list("subject_id", flat=True)) == {
+        payments[0].pk,
+        payments[2].pk,
+    }
+    assert ItemFailure.objects.get().key == str(payments[1].pk)
+
+    # And the second failure in a row is a case of its own, about that payment
+    settings.RECONCILE_BACKOFF_BASE_S = 60
+    assert cases_run_once().opened == 0
+    failed = Case.objects.get(kind=CaseKind.ITEM_FAILED)
+    assert (failed.subject_type, failed.subject_id, failed.job) == (
+        "payment",
+        payments[1].pk,
+        "cases-payments",
+    )
+
+    # When the row is fixed and a person asks for a retry
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER test_poison_0 ON reconcile_case")
+    assert case_act(case_id=failed.pk, action="retry", note="trigger removed", by_name="ops").acted
+
+    # Then the next pass opens its case and closes the failure's
+    assert cases_run_once().opened == 1
+    failed.refresh_from_db()
+    assert failed.state == CaseState.RESOLVED
+    assert not ItemFailure.objects.exists()
+    assert Case.objects.filter(kind=CaseKind.UNRESOLVED, state=CaseState.OPEN).count() == 3

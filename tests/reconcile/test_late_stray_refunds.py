@@ -1,6 +1,6 @@
 """A stray capture's refund (a capture for a reference we hold no attempt for)
 declined now and carried out later (the sandbox's ``late_success`` with ``target:
-refund``), while the next attempt is live, sent or declined (DESIGN.md section 7,
+refund``), while the next attempt is live, sent or declined (docs/design.md,
 "Late outcomes").
 
 Every reference a stray ever used is derivable, so the provider is asked about
@@ -15,6 +15,7 @@ each step happens exactly when the scenario says.
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -27,6 +28,8 @@ from demo.sandbox.models import Notification as ProviderNotice
 from demo.sandbox.models import Refund as ProviderRefund
 from demo.sandbox.services.late_success import refund_late_success_settle
 from payments.providers import get_provider
+from reconcile.desk.models import Case, ItemFailure
+from reconcile.desk.services import notification_case_open
 from reconcile.models import (
     LineOutcome,
     StatementDiscrepancy,
@@ -34,13 +37,14 @@ from reconcile.models import (
     StatementLine,
     StrayCapture,
 )
-from reconcile.recovery.strays import stray_refund_no, stray_refund_restart
-from reconcile.statements.importing import (
-    statement_download,
-    statement_match,
-    statement_reconcile,
-)
+from reconcile.recovery import notifications as notification_jobs
+from reconcile.recovery.strays import stray_refund_no, stray_refund_restart, strays_unrefunded
+from reconcile.statements.importing import statement_download, statement_reconcile
 from reconcile.statements.jobs import leftovers_run_once
+from reconcile.statements.settling import statement_match
+from tests.callbacks.test_api import notify
+from tests.concurrency.helpers import race
+from tests.payments.test_pay_late_outcomes import CountingProvider
 from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, provider_refunds
 
@@ -212,3 +216,94 @@ def test_a_stray_refund_line_met_while_the_provider_is_away_waits_for_it(
     assert StrayCapture.objects.get().refund_status == "SUCCEEDED"
     assert not StatementDiscrepancy.objects.exists()
     assert_audit_clean()
+
+
+def declined_with_a_success_notice(user, fault) -> tuple[StrayCapture, ProviderNotification]:
+    """A stray whose refund S1 was declined (its next attempt an hour away), and a
+    signed notification that S1 succeeded, which the provider does not confirm."""
+    fault("decline", target="refund")
+    notified_stray_charge(user)
+    statement_reconcile(day=today())
+    stray = StrayCapture.objects.get()
+    assert stray.refund_status == "FAILED"
+    StrayCapture.objects.update(next_refund_at=timezone.now() + timedelta(hours=1))
+    first = stray_refund_no(stray.trade_no, 1)
+    notice = notify(
+        {
+            "event": "refund",
+            "notify_id": f"N{uuid.uuid4().hex[:16]}",
+            "refund_id": "RF-never",
+            "out_refund_no": first,
+            "out_trade_no": stray.out_trade_no,
+            "status": "SUCCESS",
+            "amount": stray.amount,
+            "currency": stray.currency,
+        }
+    )
+    assert notice.status_code < 500, notice.content
+    late = ProviderNotification.objects.get(out_refund_no=first)
+    assert late.outcome == "unmatched"
+    return stray, late
+
+
+def test_a_late_success_notice_the_provider_denies_is_asked_about_once_then_held_by_a_case(
+    user, fault
+):
+    # Given a stray whose refund S1 was declined, its next attempt an hour away, and
+    # a signed notification that S1 succeeded after all, which it did not
+    stray, late = declined_with_a_success_notice(user, fault)
+    first = stray_refund_no(stray.trade_no, 1)
+
+    # When the leftovers job runs, twice
+    provider = CountingProvider(get_provider())
+    leftovers_run_once(provider=provider)
+    asked_first = list(provider.asked)
+    provider.asked.clear()
+    leftovers_run_once(provider=provider)
+
+    # Then the provider was asked about S1 at once (not after the backoff), denied
+    # it, and the notification became a case; the next pass asks nothing and the
+    # stray waits for its backoff: no S2, nothing more refunded
+    assert asked_first == [first]
+    assert provider.asked == []
+    [case] = Case.objects.filter(subject_type="notification", subject_id=late.pk)
+    assert (case.state, case.kind) == ("open", "unknown-notification")
+    assert strays_unrefunded() == []
+    stray.refresh_from_db()
+    assert (stray.refund_status, stray.refund_attempts) == ("FAILED", 1)
+    assert provider_refunds(stray.out_trade_no) == [(first, "DECLINED")]
+    # ... and once its backoff is over it is due again, like any declined one
+    StrayCapture.objects.update(next_refund_at=timezone.now())
+    assert [s.pk for s in strays_unrefunded()] == [stray.pk]
+
+
+def test_a_late_success_notice_held_by_a_case_does_not_make_its_stray_due(user, fault):
+    # Given a declined stray refund waiting out its backoff, and a refund-success
+    # notification about it that a case holds (a person took it)
+    stray, late = declined_with_a_success_notice(user, fault)
+    assert [s.pk for s in strays_unrefunded()] == [stray.pk]  # due at once, until held
+    assert notification_case_open(notification=late) is not None
+
+    # When the leftovers job looks for strays to refund, Then it finds none
+    assert strays_unrefunded() == []
+
+
+def test_two_reconcilers_and_a_notification_job_on_one_late_stray_refund_book_it_once(
+    user, fault, wallet
+):
+    # Given S1 declined, S2 live and not sent yet, S1 carried out late and its
+    # notification delivered (unmatched: no attempt of ours)
+    stray = first_declined_then_second_started(user, fault, silent=False)
+    carry_out_first(stray)
+    deliver_all(stray.out_trade_no)
+
+    # When two reconcilers' leftovers (no single-runner lock: as if it had expired)
+    # and the notification job race, each in its own thread and connection
+    errors = race(leftovers_run_once, leftovers_run_once, notification_jobs.run_once)
+
+    # Then no error (none raised, none counted by an item's guard), S1 recorded once as
+    # the stray's refund, and S2 never sent
+    assert errors == []
+    assert not ItemFailure.objects.exists()
+    assert provider_refunds(stray.out_trade_no) == [(stray_refund_no(stray.trade_no, 1), "SUCCESS")]
+    assert_refunded_once(stray, user, wallet)

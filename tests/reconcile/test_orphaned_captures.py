@@ -1,4 +1,4 @@
-"""Orphaned captures (DESIGN.md section 5): money the provider captured always ends as
+"""Orphaned captures (docs/design.md): money the provider captured always ends as
 the one capture of a PAID order or refunded, and the books balance either way.
 
 The provider is the real sandbox over HTTP; its late successes and notifications

@@ -42,6 +42,23 @@ def test_reconcile_once_runs_every_job_and_prints_its_counts(
 
 
 @pytest.mark.django_db
+def test_reconcile_once_after_beat_says_nothing_was_left_rather_than_only_zeros():
+    # Given a pass already ran (as beat's tasks do beside a running demo)
+    call_command("reconcile", "--once", stdout=StringIO())
+
+    out = StringIO()
+    call_command("reconcile", "--once", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    for job, line in zip(JOBS, lines, strict=False):
+        assert line.startswith(f"{job.name}: nothing left (last run "), out.getvalue()
+        assert line.endswith("=0") or "=0 " in line  # the counts are still shown
+    assert lines[len(JOBS)].startswith("nothing was left to do: ")
+    assert "Celery beat" in lines[len(JOBS)]
+    assert lines[-1].startswith("pass took")
+
+
+@pytest.mark.django_db
 def test_reconcile_without_once_is_refused():
     with pytest.raises(CommandError, match="--once"):
         call_command("reconcile")

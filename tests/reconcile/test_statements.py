@@ -1,4 +1,4 @@
-"""The daily statement against the ledger (DESIGN.md section 7): every kind of
+"""The daily statement against the ledger (docs/design.md, "Statements"): every kind of
 discrepancy planted through the sandbox and the ledger is found, and settled by
 asking the provider, or recorded and reported until resolved.
 

@@ -15,6 +15,7 @@ app's next statement while the app holds its locks and Python runs), or **idle**
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections import Counter
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from http.client import HTTPConnection, HTTPException
+from pathlib import Path
 
 import psycopg
 
@@ -167,6 +169,7 @@ def measure(
         connections=run.connects,
         client_cpu=run.cpu_cores,
         server_cpu=server_cpu / run.wall_s,
+        pg_cpu=sessions.backend_cpu_seconds() / run.wall_s,
         pg_sessions=sessions.means(),
     )
 
@@ -203,12 +206,39 @@ def mean_counts(snapshots: Iterable[Iterable[tuple[str | None, str | None]]]) ->
 
 @dataclass
 class Sessions:
-    """Snapshots of the bench database's sessions (state, wait event type)."""
+    """Snapshots of the bench database's sessions (state, wait event type), and the CPU
+    its backends used: the work PostgreSQL does for the server, which the server's own
+    CPU cannot see (parsing, planning, index maintenance, WAL, the commit)."""
 
     snapshots: list[list[tuple[str | None, str | None]]] = field(default_factory=list)
+    # backend pid -> (CPU seconds when first seen, when last seen). A backend first
+    # seen after the start (a new connection) counts from zero: all its work is ours.
+    backend_cpu: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def means(self) -> dict[str, float]:
         return mean_counts(self.snapshots)
+
+    def note_backends(self, pids: Iterable[int], *, at_start: bool) -> None:
+        for pid in pids:
+            used = process_cpu_seconds(pid)
+            if math.isnan(used):
+                continue
+            first, _ = self.backend_cpu.get(pid, (used if at_start else 0.0, used))
+            self.backend_cpu[pid] = (first, used)
+
+    def backend_cpu_seconds(self) -> float:
+        if not self.backend_cpu:
+            return math.nan
+        return sum(last - first for first, last in self.backend_cpu.values())
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process, from /proc (NaN if it is gone or elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -216,16 +246,23 @@ def watch_sessions(url: str) -> Iterator[Sessions]:
     """Sample the sessions every SESSIONS_INTERVAL_S while the block runs; read
     ``.means()`` afterwards."""
     sessions, stop = Sessions(), threading.Event()
-    query = """SELECT state, wait_event_type FROM pg_stat_activity WHERE datname =
+    query = """SELECT state, wait_event_type, pid FROM pg_stat_activity WHERE datname =
         current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()"""
+    started = threading.Event()
 
     def sample() -> None:
         with psycopg.connect(libpq_uri(url), autocommit=True) as conn:
+            rows = conn.execute(query).fetchall()
+            sessions.note_backends((pid for *_, pid in rows), at_start=True)
+            started.set()
             while not stop.wait(SESSIONS_INTERVAL_S):
-                sessions.snapshots.append(conn.execute(query).fetchall())
+                rows = conn.execute(query).fetchall()
+                sessions.snapshots.append([(state, wait) for state, wait, _ in rows])
+                sessions.note_backends((pid for *_, pid in rows), at_start=False)
 
     sampler = threading.Thread(target=sample, name="bench-pg-sessions", daemon=True)
     sampler.start()
+    started.wait(timeout=5)  # the backends' CPU at the start, before any load
     try:
         yield sessions
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -69,6 +70,62 @@ def service_times(order: Callable[[str], None], *, iterations: int) -> dict[str,
             with override_settings(IDEMPOTENCY_ENABLED=mode != "off"):
                 times[mode].append(ms_per_call(one, per_round))
     return {mode: fmean(times[mode]) for mode in MODES}
+
+
+# Requests per WAL measurement, and how many measurements per mode: the WAL position
+# is the whole cluster's, so writes from elsewhere add to a window; the least of a
+# few short windows is the closest to this process's own.
+WAL_REQUESTS, WAL_ROUNDS = 20, 5
+DATABASE_COSTS = (
+    ("wal_bytes_on", "WAL bytes per creation, layer on (least of 5 windows)", "", None),
+    ("wal_bytes_off", "WAL bytes per creation, layer off (least of 5 windows)", "", None),
+    ("statements_on", "SQL statements per creation, layer on", "", None),
+    ("statements_off", "SQL statements per creation, layer off", "", None),
+    ("record_bytes", "bytes of a finished order record (row, as stored)", "", None),
+    ("answer_bytes", "bytes of its stored answer (response_body)", "", None),
+    ("record_indexes", "indexes on the key table a creation maintains", "", None),
+)
+
+
+def database_costs(order: Callable[[str], None]) -> dict[str, float]:
+    """Where the layer's remaining cost is, on PostgreSQL's side: WAL and statements per
+    creation with the layer on and off, the size of what it stores, its indexes."""
+    from django.db import connection
+    from django.test import override_settings
+    from django.test.utils import CaptureQueriesContext
+
+    from idempotency.models import IdempotencyKey
+
+    values: dict[str, float] = {}
+    with connection.cursor() as cursor:
+        for mode in ("on", "off"):
+            with override_settings(IDEMPOTENCY_ENABLED=mode == "on"):
+                with CaptureQueriesContext(connection) as queries:
+                    order(str(uuid.uuid4()))
+                values[f"statements_{mode}"] = len(queries)
+                windows = []
+                for _ in range(WAL_ROUNDS):
+                    cursor.execute("SELECT pg_current_wal_lsn()")
+                    (start,) = cursor.fetchone()
+                    for _ in range(WAL_REQUESTS):
+                        order(str(uuid.uuid4()))
+                    cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", [start])
+                    windows.append(float(cursor.fetchone()[0]) / WAL_REQUESTS)
+                values[f"wal_bytes_{mode}"] = min(windows)
+        table = IdempotencyKey._meta.db_table
+        cursor.execute(
+            f'SELECT avg(pg_column_size(k.*)), avg(octet_length(k.response_body)) FROM "{table}" k'
+            " WHERE k.recovery_point = 'finished' AND k.path = %s",
+            [PATH],
+        )
+        row_bytes, answer_bytes = cursor.fetchone()
+        cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s", [table])
+        (indexes,) = cursor.fetchone()
+    return values | {
+        "record_bytes": float(row_bytes or math.nan),
+        "answer_bytes": float(answer_bytes or math.nan),
+        "record_indexes": float(indexes),
+    }
 
 
 def _prepare() -> Callable[[str], None]:

@@ -42,6 +42,8 @@ REPLAY_KEYS_PER_CLIENT, REPLAY_KEYS_PER_CLIENT_QUICK = 32, 8
 PRECREATE_LIMIT_S = 120.0
 
 REPLAY_TARGET = Target(">=", 2.5)
+# Layer on, layer off, on, off, ...: how many times each in the end-to-end comparison.
+ALTERNATIONS = 3
 OVERHEAD_TARGET = Target(">=", 0.9)  # layer on / layer off: at most 10 % slower
 REPLAY_SQL = Target("<=", 1)  # beyond authentication: the key lookup
 
@@ -160,6 +162,15 @@ def http_scenarios(ctx: BenchContext, spread: list[str]) -> dict[str, Throughput
             ),
         ):
             figures[key] = ctx.measure(server, name, label, order_requests(token, skus))
+        # The layer's cost as a user sees it: the two servers taken in turn, ALTERNATIONS
+        # times each, so a burst of load from elsewhere hits both alike; CPU counted on
+        # both sides of the connection to PostgreSQL (the server's and its backends').
+        for round_ in range(ALTERNATIONS):
+            for mode, server in (("on", on), ("off", off)):
+                name, label = f"order_create_alt_{mode}_{round_ + 1}", f"alternated, layer {mode}"
+                figures[f"alt_{mode}_{round_ + 1}"] = ctx.measure(
+                    server, name, f"{label} ({round_ + 1})", order_requests(token, spread)
+                )
         keys = precreate(ctx, on, spread)
         label = "orders: replay (same key again)"
         figures["replay"] = ctx.measure(
@@ -383,7 +394,7 @@ STEPS: tuple[Step, ...] = (
     ("throttle (UserRateThrottle, Redis)", "allow_request", "rest_framework/throttling.py"),
     ("body validation (InputSerializer)", "is_valid", "rest_framework/serializers.py"),
     ("key lookup (idempotency.core._acquire)", "_acquire", "idempotency/core.py"),
-    ("atomic phase (idempotency.core.atomic_phase)", "atomic_phase", "idempotency/core.py"),
+    ("atomic phase (idempotency.phases.atomic_phase)", "atomic_phase", "idempotency/phases.py"),
     ("- order_create service", "order_create", "orders/services.py"),
     ("- response body (OrderOutputSerializer.data)", "data", "rest_framework/serializers.py"),
     ("- transaction exits (savepoints, COMMIT)", "__exit__", "django/db/transaction.py"),
@@ -482,6 +493,43 @@ def profile_section(call: Callable[[], object], *, iterations: int, out_path: Pa
     )
 
 
+END_TO_END: tuple[Figure, ...] = (
+    (
+        "e2e_layer_on_vs_off",
+        "key layer on / off req/s, end to end (alternated)",
+        "x",
+        OVERHEAD_TARGET,
+    ),
+    ("e2e_cpu_off_vs_on", "key layer off / on CPU per request (server + PG)", "x", OVERHEAD_TARGET),
+    ("e2e_cpu_ms_on", "CPU ms per creation, layer on (server + PG)", "ms", None),
+    ("e2e_cpu_ms_off", "CPU ms per creation, layer off (server + PG)", "ms", None),
+    ("e2e_pg_cpu_ms_on", "of which PostgreSQL, layer on", "ms", None),
+    ("e2e_pg_cpu_ms_off", "of which PostgreSQL, layer off", "ms", None),
+)
+
+
+def end_to_end(http: dict[str, Throughput]) -> dict[str, float]:
+    """The alternated rounds pooled: requests and CPU summed per mode, then compared."""
+    pooled = {}
+    for mode in ("on", "off"):
+        rounds = [t for key, t in http.items() if key.startswith(f"alt_{mode}_")]
+        seconds = sum(t.seconds for t in rounds)
+        ok = sum(t.per_second * t.seconds for t in rounds)
+        # CPU in cores over each whole run; weighted by the run's length like the requests.
+        server = sum(t.server_cpu * t.seconds for t in rounds)
+        database = sum(t.pg_cpu * t.seconds for t in rounds)
+        pooled[mode] = (ok / seconds, (server + database) * 1000 / ok, database * 1000 / ok)
+    (on_rate, on_cpu, on_pg), (off_rate, off_cpu, off_pg) = pooled["on"], pooled["off"]
+    return {
+        "e2e_layer_on_vs_off": ratio(on_rate, off_rate),
+        "e2e_cpu_off_vs_on": ratio(off_cpu, on_cpu),
+        "e2e_cpu_ms_on": on_cpu,
+        "e2e_cpu_ms_off": off_cpu,
+        "e2e_pg_cpu_ms_on": on_pg,
+        "e2e_pg_cpu_ms_off": off_pg,
+    }
+
+
 def run(ctx: BenchContext) -> SuiteResult:
     # One product per client, with consecutive ids (pgbench derives its product
     # from its client id), then the hot product.
@@ -496,6 +544,7 @@ def run(ctx: BenchContext) -> SuiteResult:
     http["raw"] = raw_sql(ctx, fixture)
     per_second = {key: throughput.per_second for key, throughput in http.items()}
     values = {name: ratio(per_second[a], per_second[b]) for name, _, a, b, _ in RATIOS}
+    values |= end_to_end(http)
 
     order = keylayer.order_poster(token=ctx.token, sku=skus[0])
     order(str(uuid.uuid4()))  # connection open, caches filled
@@ -529,13 +578,16 @@ def run(ctx: BenchContext) -> SuiteResult:
         out_path=ctx.out_dir / "profile-order-create.txt",
     )
     values["stock_left"] = min(Product.objects.values_list("stock", flat=True))
-    specs = [(name, label, "x", target) for name, label, _, _, target in RATIOS]
+    values |= keylayer.database_costs(order)
+    specs = [*END_TO_END, *keylayer.DATABASE_COSTS]
+    specs += [(name, label, "x", target) for name, label, _, _, target in RATIOS]
     specs += [*FIGURES, *(INSTRUCTIONS if counted else NO_VALGRIND), STOCK_LEFT]
     notes = {**NOTES, "queries_replay_beyond_auth": f"{replay_sql.total} in all"}
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
         throughputs=[http[k] for k in ("first", "replay", "off", "hot_first", "hot_off", "floor")]
+        + [http[k] for k in sorted(http) if k.startswith("alt_")]
         + [http["raw"]],
         metrics=figures(specs, values, notes),
         sections=[

@@ -27,7 +27,7 @@ from tools.bench.fixtures import create_payers, seed_product
 from tools.bench.harness import HttpRequest, send
 from tools.bench.markdown import table
 from tools.bench.orders import order_request
-from tools.bench.stats import Metric, Throughput, ratio
+from tools.bench.stats import Metric, Throughput, cpu_ms_per_request, ratio
 
 PEERS_VENV = ROOT / ".var" / "peers"
 # Exact versions: the comparison is of these releases.
@@ -46,7 +46,8 @@ CONTENDERS = (
     ("django-idempotency-key", "django-idempotency-key 1.3, Redis cache + lock"),
 )
 COLUMNS = ["contender", "first-time req/s", "p95 ms", "non-2xx", "replay req/s", "p95 ms"]
-COLUMNS += ["non-2xx", "orders made by replays", f"{SAME_KEY_REQUESTS} at once: orders"]
+COLUMNS += ["non-2xx", "CPU ms per first-time (server + PG)", "CPU ms per replay (server + PG)"]
+COLUMNS += ["orders made by replays", f"{SAME_KEY_REQUESTS} at once: orders"]
 COLUMNS += ["let through to the view", "answers"]
 COLUMNS += ["stored answer served to another user / no credentials"]
 
@@ -156,8 +157,15 @@ def contender(
     row = [label]
     for t in (first, replay):
         row += [f"{t.per_second:,.1f}", f"{t.p95_ms:,.1f}", f"{t.non_2xx + t.errors:,}"]
+    row += [_cpu(first), _cpu(replay)]
     row += [str(replay_orders), str(orders), str(let_through), answers, f"{served} of 2"]
     return first, replay, row
+
+
+def _cpu(t: Throughput) -> str:
+    """CPU per request, the gunicorn's and the database's: "1.23 (0.98 + 0.25)"."""
+    total, server = cpu_ms_per_request(t), cpu_ms_per_request(t, with_database=False)
+    return f"{total:.2f} ({server:.2f} + {total - server:.2f})"
 
 
 def run(ctx: BenchContext) -> SuiteResult:
@@ -179,6 +187,9 @@ def run(ctx: BenchContext) -> SuiteResult:
             speed = ratio(theirs.per_second, ours.per_second)
             name = f"peers_{peer}_{kind}_vs_onceshop"
             metrics.append(Metric(name, f"{label}: {words} req/s / OnceShop's", speed, "x"))
+            cpu = ratio(cpu_ms_per_request(ours), cpu_ms_per_request(theirs))
+            name, words = f"peers_{peer}_{kind}_cpu_vs_onceshop", f"{words} CPU per request"
+            metrics.append(Metric(name, f"OnceShop's {words} / {label}'s", cpu, "x"))
     table_ = table(COLUMNS, [row for _, _, row in results])
     return SuiteResult(
         name=SUITE.name,

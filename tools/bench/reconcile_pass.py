@@ -23,7 +23,8 @@ reconciler (and the ceiling's clients) on the others, for the ceiling and the
 passes alike, so the pass never takes the provider's CPU to ask it questions.
 PostgreSQL is not pinned. On one CPU everything shares it, and the report says so.
 
-Runs as a registered suite (``SUITE``; add it to ``tools/bench/suites.py``) or alone:
+Runs as a registered suite (``SUITE``; add its module to ``select`` in
+``tools/bench/__main__.py``) or alone:
 
     python -m tools.bench.reconcile_pass              # 10,000 and 50,000 attempts
     python -m tools.bench.reconcile_pass --quick      # 1,000 and 5,000

@@ -22,7 +22,9 @@ from tools.bench.stats import Metric, Throughput, ratio
 RESOURCES_LEGEND = (
     "CPU in cores (1.00 = one core busy all the time), averaged over warm-up and "
     "measurement: the app server's processes, their CPU time per successful request, "
-    "and the load generator. PG: mean number of bench-database sessions running a "
+    "the bench database's PostgreSQL backends' CPU time per successful request (read "
+    "from /proc for every backend seen during the run), and the load generator. "
+    "PG: mean number of bench-database sessions running a "
     "statement, blocked on a lock, idle in transaction (waiting for the app's next "
     "statement) and idle, sampled every 50 ms."
 )
@@ -94,13 +96,14 @@ def _throughput_tables(rows: list[Throughput]) -> str:
     def resources(r: Throughput) -> list[str]:
         sessions = (fmt(r.pg_sessions.get(state, math.nan)) for state in STATES)
         cpu_ms = fmt(ratio(r.server_cpu * 1000, r.per_second), 2)
-        return [r.label, fmt(r.server_cpu, 2), cpu_ms, fmt(r.client_cpu, 2), *sessions]
+        pg_ms = fmt(ratio(r.pg_cpu * 1000, r.per_second), 2)
+        return [r.label, fmt(r.server_cpu, 2), cpu_ms, pg_ms, fmt(r.client_cpu, 2), *sessions]
 
     columns = ["scenario", "req/s", "p50 ms", "p95 ms", "p99 ms", "ok", "non-2xx", "errors"]
     first = table([*columns, "unexpected"], [scenario(r) for r in rows])
     pg = [f"PG {state}" for state in STATES]
     second = table(
-        ["where the time went", "server CPU", "CPU ms/req", "client CPU", *pg],
+        ["where the time went", "server CPU", "CPU ms/req", "PG CPU ms/req", "client CPU", *pg],
         [resources(r) for r in rows],
     )
     return f"{first}\n\n{second}\n\n{RESOURCES_LEGEND}"

@@ -43,8 +43,16 @@ class Throughput:
     # competes with the server for the same CPUs.
     server_cpu: float = math.nan
     client_cpu: float = math.nan
+    # CPU of the bench database's backends (PostgreSQL's side of the same requests), in cores.
+    pg_cpu: float = math.nan
     pg_sessions: dict[str, float] = field(default_factory=dict)  # mean sessions per state
     statuses: dict[str, int] = field(default_factory=dict)
+
+
+def cpu_ms_per_request(t: Throughput, *, with_database: bool = True) -> float:
+    """CPU milliseconds one successful request cost: the server's, plus PostgreSQL's."""
+    cores = t.server_cpu + (t.pg_cpu if with_database else 0.0)
+    return cores * 1000 / t.per_second if t.per_second else math.nan
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:

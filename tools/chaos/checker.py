@@ -1,8 +1,9 @@
 """The history check: what every customer was told, held against the books.
 
-Each rule below is the published contract (DESIGN.md 4, 5, 9) read as a
-property of one run. A violation names its rule and carries the history
-events that show it, so it can be read without the run at hand.
+Each rule below is the published contract (docs/design.md: the key, orders and
+payments, the invariants) read as a property of one run. A violation names its
+rule and carries the history events that show it, so it can be read without the
+run at hand.
 
 What a customer was told is an ``intent`` event: ``ok`` and ``fail`` are final
 answers and must be true of the books afterwards; ``info`` (the client gave up
@@ -19,7 +20,7 @@ from onceshop_client.retry import is_retryable
 from tools.chaos.books import Books
 from tools.chaos.history import Event
 
-# The answers each operation may give (DESIGN.md 4 and 5, README's matrix): the
+# The answers each operation may give (docs/design.md, "Behaviour matrix"): the
 # status, and for a 4xx the problem codes it may carry. Of the 5xx only a 503 with
 # Retry-After ("not settled yet, same key again, then") is an answer (below).
 MATRIX: dict[str, dict[int, frozenset[str]]] = {
@@ -55,7 +56,7 @@ MATRIX: dict[str, dict[int, frozenset[str]]] = {
         429: frozenset({"throttled", "idempotency-key-quota"}),
     },
 }
-# The one server error a customer may meet (DESIGN.md 7, "Redis down", and 5): 503 with
+# The one server error a customer may meet (docs/design.md, "Redis down"): 503 with
 # a Retry-After, "not settled yet, come back with the same key". Any other answer of
 # 500 and above (a 500, a 502, a 503 that does not say when) is a violation.
 UNAVAILABLE = 503
@@ -200,7 +201,8 @@ def _pays(intents: list[Event], books: Books) -> list[Violation]:
                 found.append(Violation("told 402", "no attempt behind the key", [event]))
             elif attempt.provider_net and not (
                 # Documented: an asynchronous method declined now and captured later
-                # is rolled forward when the order can still take it (DESIGN.md 5).
+                # is rolled forward when the order can still take it (docs/design.md,
+                # "Orphaned captures").
                 attempt.late_success
                 and attempt.status == "SUCCEEDED"
                 and order is not None

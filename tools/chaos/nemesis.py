@@ -13,7 +13,7 @@ Each kind is a thing that happens to real deployments:
   runner locks); only when the run owns its Redis;
 - ``stop-redis``: stop Redis (SIGTERM) and keep it down a few seconds, then start
   it again: requests meanwhile meet a Redis that refuses them, and must get no 5xx
-  but 503 with ``Retry-After`` (DESIGN.md 7); only when the run owns its Redis;
+  but 503 with ``Retry-After`` (docs/design.md, "Redis down"); only when the run owns its Redis;
 - ``terminate-backends``: ``pg_terminate_backend`` on a few of the app's
   database sessions, mid-transaction or idle;
 - ``provider-faults``: arm one or more of the sandbox's fault modes (stacked),
@@ -40,7 +40,8 @@ from tools.bench.database import database_name, libpq_uri
 from tools.chaos.deployment import Deployment
 from tools.chaos.history import History
 
-# Every fault mode of the sandbox (DESIGN.md 5); each takes a charge or a refund.
+# Every fault mode of the sandbox (docs/design.md, "The sandbox provider"); each takes a
+# charge or a refund.
 FAULT_MODES = [
     "decline",
     "error_before_commit",

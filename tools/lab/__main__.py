@@ -3,6 +3,7 @@
 Creates and migrates the lab's own database (``<DATABASE_URL's name>_lab`` on
 the same server), serves the shop in this process on a free loopback port,
 runs the experiments, prints the table and writes it to ``tools/lab/out/results.md``.
+Exits 1 if any OnceShop result shows damage (``Finding.damage``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def _environment() -> tuple[str, str]:
     """The lab's database URL and the port the shop will answer on; sets the env."""
+    # A person reads the table: the shop it serves logs plain warnings to stderr,
+    # not a JSON line per request between the lab's sentences (as `make lab` sets).
+    os.environ.setdefault("LOG_FORMAT", "plain")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
     if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
         from demo.embedded import ensure_environment
 
@@ -66,7 +71,7 @@ def main(argv: list[str]) -> int:
     from edge.redis import redis_client
     from tools.lab.context import Lab, Scale
     from tools.lab.experiments import MODULES, runner
-    from tools.lab.report import markdown_table, results_markdown
+    from tools.lab.report import exit_status, markdown_table, results_markdown
     from tools.lab.server import serving
 
     findings = []
@@ -92,7 +97,14 @@ def main(argv: list[str]) -> int:
     OUT.mkdir(exist_ok=True)
     (OUT / "results.md").write_text(results_markdown(findings, database=name))
     print(f"lab: written to {OUT / 'results.md'}")
-    return 0
+    for finding in findings:
+        if finding.damage:
+            print(
+                f"lab: experiment {finding.number}: OnceShop's side did not hold: "
+                + "; ".join(finding.damage),
+                file=sys.stderr,
+            )
+    return exit_status(findings)
 
 
 if __name__ == "__main__":

@@ -22,25 +22,17 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Scale:
-    """How many requests each experiment fires. Tests use ``Scale.small()``."""
+    """How many requests each experiment fires: ``make lab``'s sizes, and the tests'."""
 
-    concurrent_intents: int = 50  # 2: intents keyed by timestamp, all at once
+    # 2: intents of one account, keyed by timestamp, all at once. As many as the
+    # default MAX_OPEN_ORDERS_PER_USER lets one account hold unpaid (the lab keeps
+    # the caps on; e02.intent_count lowers it to a smaller cap).
+    concurrent_intents: int = 20
     token_submits: int = 100  # 5: submits of one checkout token, all at once
     concurrent_pays: int = 50  # 9: pays of one order, all at once
     days: int = 30  # 4: the simulated month
     keys_per_day: int = 1000  # 4
     storm_clients: int = 80  # 8
-
-    @classmethod
-    def small(cls) -> Scale:
-        return cls(
-            concurrent_intents=20,
-            token_submits=30,
-            concurrent_pays=50,  # the naive race needs company to show reliably
-            days=10,
-            keys_per_day=100,
-            storm_clients=80,  # the storm's dynamics need its full size (it is in-process)
-        )
 
 
 @dataclass(frozen=True)

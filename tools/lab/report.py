@@ -11,6 +11,9 @@ class Finding:
 
     ``counts`` holds every number the sentences quote, read from the database
     (or, for the retry storm, from the server's own counters); tests assert on them.
+    ``holds`` names each thing OnceShop's side must show and whether it did: the
+    lab fails (exit status 1) when any of them did not, so it can never quietly
+    teach that OnceShop's path does damage.
     """
 
     number: int
@@ -18,7 +21,13 @@ class Finding:
     naive: str
     onceshop: str
     counts: dict[str, float] = field(default_factory=dict)
+    holds: dict[str, bool] = field(default_factory=dict)
     seconds: float = 0.0
+
+    @property
+    def damage(self) -> list[str]:
+        """What OnceShop's side should have shown and did not (empty when it held)."""
+        return [claim for claim, held in self.holds.items() if not held]
 
 
 def markdown_table(findings: list[Finding]) -> str:
@@ -39,3 +48,8 @@ def results_markdown(findings: list[Finding], *, database: str) -> str:
         f"Counted in `{database}` after each run ({took:.0f} s in all). "
         "What each experiment does: docs/lab.md.\n\n" + markdown_table(findings)
     )
+
+
+def exit_status(findings: list[Finding]) -> int:
+    """``make lab``'s status: 1 if OnceShop's side of any experiment showed damage."""
+    return 1 if any(finding.damage for finding in findings) else 0

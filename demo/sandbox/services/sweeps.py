@@ -1,4 +1,4 @@
-"""The sandbox's safety net for messages its broker lost (DESIGN.md 7, "Redis down").
+"""The sandbox's safety net for messages its broker lost (docs/design.md, "Redis down").
 
 A settled charge or refund enqueues its notifications, and a charge or refund
 declined under ``late_success`` enqueues its late success, once the transaction
@@ -11,6 +11,8 @@ of the broker delays the provider's side of the story but does not rewrite it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,6 +21,8 @@ from django.utils import timezone
 from demo.sandbox.models import Charge, Notification, Refund
 from demo.sandbox.services.late_success import late_success_settle, refund_late_success_settle
 from demo.sandbox.services.notifications import notification_enqueue
+
+logger = logging.getLogger(__name__)
 
 # Far longer than a live broker takes to hand a message to a worker (milliseconds),
 # so a notification or late success still on its way is never sent twice for
@@ -34,6 +38,27 @@ class SweepCounts:
     notifications_enqueued: int
     late_charges_settled: int
     late_refunds_settled: int
+    failed: int = 0  # items that raised: logged with their reference, tried next sweep
+
+
+def _each(kind: str, ids: Iterable[int], work: Callable[[int], object]) -> tuple[int, int]:
+    """``work(id)`` for every id, each on its own: (how many did something, how many
+    raised). One item that raises (a row the database refuses, data that breaks its
+    handler) is logged with its id and left for the next sweep; the rest go on. The
+    sandbox is another company: it keeps no desk of the shop's, only its log."""
+    done = failed = 0
+    for pk in ids:
+        try:
+            done += work(pk) is not None
+        except Exception:
+            failed += 1
+            logger.exception("sandbox sweep: %s %s failed; left for the next sweep", kind, pk)
+    return done, failed
+
+
+def _enqueue(notification_id: int) -> bool:
+    notification_enqueue(notification_id=notification_id, countdown=0)
+    return True
 
 
 def sandbox_sweep_run_once(*, after_s: float = SWEEP_AFTER_S) -> SweepCounts:
@@ -48,18 +73,22 @@ def sandbox_sweep_run_once(*, after_s: float = SWEEP_AFTER_S) -> SweepCounts:
         for row in never_tried[:BATCH]
         if row.created_at + timedelta(seconds=row.first_delay_s) < cutoff
     ]
-    for notification_id in lost:
-        notification_enqueue(notification_id=notification_id, countdown=0)
+    enqueued, failed_notifications = _each("notification", lost, _enqueue)
     charges = Charge.objects.filter(
         status=Charge.Status.DECLINED, late_success_at__lt=cutoff
     ).values_list("pk", flat=True)
-    settled_charges = [late_success_settle(charge_id=pk) for pk in charges[:BATCH]]
+    charges_settled, failed_charges = _each(
+        "charge", charges[:BATCH], lambda pk: late_success_settle(charge_id=pk)
+    )
     refunds = Refund.objects.filter(
         status=Refund.Status.DECLINED, late_success_at__lt=cutoff
     ).values_list("pk", flat=True)
-    settled_refunds = [refund_late_success_settle(refund_id=pk) for pk in refunds[:BATCH]]
+    refunds_settled, failed_refunds = _each(
+        "refund", refunds[:BATCH], lambda pk: refund_late_success_settle(refund_id=pk)
+    )
     return SweepCounts(
-        notifications_enqueued=len(lost),
-        late_charges_settled=sum(1 for charge in settled_charges if charge is not None),
-        late_refunds_settled=sum(1 for refund in settled_refunds if refund is not None),
+        notifications_enqueued=enqueued,
+        late_charges_settled=charges_settled,
+        late_refunds_settled=refunds_settled,
+        failed=failed_notifications + failed_charges + failed_refunds,
     )

@@ -29,6 +29,8 @@ button and the tests share one implementation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 
 from demo.shop.story.late_observe import late_observe
@@ -57,10 +59,13 @@ def story_run(
     operator: str = "staff",
     gateway_delay_s: float = GATEWAY_DELAY_S,
     wait_s: float = BACKGROUND_WAIT_S,
+    progress: Callable[[str], None] = lambda _part: None,
 ) -> StoryReport:
     """Replay the founding scenario on a fresh customer; raise StoryUnavailable if it cannot.
 
     Both URLs default to the settings, which follow ``PORT`` like the demo does.
+    ``progress`` is told each part as it starts (the command prints them: the story
+    takes seconds, and a silent terminal reads as a hung one).
     """
     scene = Scene(
         base_url=(base_url or settings.SHOP_BASE_URL).rstrip("/"),
@@ -69,9 +74,13 @@ def story_run(
         gateway_delay_s=gateway_delay_s,
         wait_s=wait_s,
     )
+    progress("chapter 1: Pay clicked twice, a gateway retry, the callback three times")
     scenario_run(scene)
+    progress("waiting for the background work: the notification, the shipment")
     observed = story_observe(scene)
+    progress("chapter 2: a declined charge, the customer gives up, a late capture")
     late = late_success_run(scene)
+    progress("reading the books and running the audit")
     story_books(scene, observed, later=late_observe(scene, late), charges=2)
     return StoryReport(
         customer=scene.customer,

@@ -1,4 +1,4 @@
-"""The audit's checks, one module per area of DESIGN.md section 9.
+"""The audit's checks, one module per area of the invariants in docs/design.md.
 
 Every check is a read-only function ``check(ctx) -> (checked, findings)``:
 how many rows it looked at, and a finding per violation. Each invariant is a

@@ -1,4 +1,4 @@
-"""Order amounts (DESIGN.md section 9): an order is for exactly what its lines add up to.
+"""Order amounts (docs/design.md, invariant 1): an order is for exactly what its lines add up to.
 
 The amount is computed once, at creation, from the prices of the moment and
 stored on the order; every charge, capture and refund is measured against it.

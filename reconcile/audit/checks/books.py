@@ -1,4 +1,4 @@
-"""Orders, payments, ledger and shipments (invariants 1 and 5 of DESIGN.md section 9).
+"""Orders, payments, ledger and shipments (invariants 1 and 5 of docs/design.md).
 
 The ledger holds captures and refunds (``LedgerEntry.kind``); these checks look
 at the captures of orders, ``refunds.py`` at the rest.

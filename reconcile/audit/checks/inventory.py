@@ -1,4 +1,4 @@
-"""Stock (invariant 3 of DESIGN.md section 9): three ways of counting it must agree.
+"""Stock (invariant 3 of docs/design.md): three ways of counting it must agree.
 
 For every product: the ``stock`` column (what orders reserve from), the sum of
 its inventory movements (the journal), and stock received minus what orders

@@ -1,4 +1,4 @@
-"""Idempotency records (invariants 4 and 5 of DESIGN.md section 9).
+"""Idempotency records (invariants 4 and 5 of docs/design.md).
 
 A finished record points at the business object it made (an order of its
 user, a payment of its user's order); a key made at most one object; and no

@@ -1,4 +1,4 @@
-"""Refunds, orphaned captures and notifications (invariants 6 and 7 of DESIGN.md section 9).
+"""Refunds, orphaned captures and notifications (invariants 6 and 7 of docs/design.md).
 
 Refunds of an order never exceed its capture, its ``refunded_amount`` is what
 its refund entries add up to, and a REFUNDED order got all of it back. An

@@ -1,4 +1,4 @@
-"""The daily statement (invariant 7 of DESIGN.md section 9, its statement half).
+"""The daily statement (invariant 7 of docs/design.md, its statement half).
 
 No statement discrepancy is open; no statement failed to import and stayed so;
 no line is left unmatched once the reconciler had its time; every stray

@@ -1,4 +1,6 @@
-"""The provider's books against ours (invariant 2 of DESIGN.md section 9).
+"""The provider's books against ours (invariant 2 of docs/design.md), for a
+provider that keeps wallets: the sandbox's plug-in to the audit (``ExtendsAudit``,
+``SandboxProvider.audit_checks``), not one of the shop's own checks.
 
 Read through the provider's API (``PaymentProvider.wallet``), never its tables:
 the provider is a third party, and the audit must catch it misbehaving too.

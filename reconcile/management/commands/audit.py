@@ -33,7 +33,7 @@ def summary_table(report: AuditReport) -> list[str]:
 class Command(BaseCommand):
     help = (
         "Cross-check orders, payments, ledger, inventory, idempotency records, shipments "
-        "and the provider's wallets (DESIGN.md section 9). Prints each finding with its "
+        "and the provider's wallets (docs/design.md, invariants). Prints each finding with its "
         "ids, then a summary; exits 1 if there is any finding (a fault, or one waiting for a "
         "person because an open case holds it), 0 when clean."
     )

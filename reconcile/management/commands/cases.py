@@ -1,4 +1,6 @@
-"""``manage.py cases``: the open cases, one a line; ``cases resolve ID --note TEXT`` dismisses one.
+"""``manage.py cases``: the open cases, one a line; ``cases resolve ID --note TEXT`` dismisses one;
+``cases refund ID --note TEXT`` and ``cases accept ID --note TEXT`` take those actions (where
+they fit the case), through the same service as the admin and /books/.
 
 $ python manage.py cases
 7  unknown-notification  P-FORGED-1  3h12m
@@ -6,6 +8,8 @@ $ python manage.py cases resolve 7 --note "forged with the demo's public secret"
 case 7 dismissed
 $ python manage.py cases resolve 7 --note "again"
 case 7 is already resolved          (exit 0: the case is where it was asked to be)
+$ python manage.py cases accept 9 --note "the provider's statement is right"
+case 9: the provider's word on P-...: captured, rolled_forward
 """
 
 from __future__ import annotations
@@ -19,6 +23,14 @@ from django.utils import timezone
 from reconcile.desk.actions import CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseActionKind
 from reconcile.desk.selectors import case_age_s, cases_open
+
+# The verbs besides listing: ``resolve`` dismisses; the others are the action they name.
+VERBS = {
+    "resolve": "dismiss a case, with a reason",
+    CaseActionKind.REFUND.value: "refund the capture of a case about one the shop never made",
+    CaseActionKind.ACCEPT.value: "settle from the provider's confirmed answer",
+}
+ACTION_OF = {"resolve": CaseActionKind.DISMISS.value}
 
 
 def age_text(seconds: float) -> str:
@@ -38,31 +50,37 @@ def age_text(seconds: float) -> str:
 
 class Command(BaseCommand):
     help = (
-        "Print the open cases of the operator's desk (id, kind, reference, age), or "
-        "dismiss one: cases resolve ID --note TEXT."
+        "Print the open cases of the operator's desk (id, kind, reference, age), or act "
+        "on one: cases resolve|refund|accept ID --note TEXT."
     )
 
     def add_arguments(self, parser: Any) -> None:
         sub = parser.add_subparsers(dest="verb")
-        resolve = sub.add_parser("resolve", help="dismiss a case, with a reason")
-        resolve.add_argument("case_id", type=int)
-        resolve.add_argument("--note", required=True, help="why (kept with who and when)")
-        resolve.add_argument("--by", default="", help="who (default: the OS user)")
+        for verb, help_text in VERBS.items():
+            act = sub.add_parser(verb, help=help_text)
+            act.add_argument("case_id", type=int)
+            act.add_argument("--note", required=True, help="why (kept with who and when)")
+            act.add_argument("--by", default="", help="who (default: the OS user)")
 
     def handle(self, *args: Any, verb: str | None = None, **options: Any) -> None:
-        if verb == "resolve":
-            self._resolve(options["case_id"], note=options["note"], by=options["by"])
+        if verb in VERBS:
+            self._act(
+                options["case_id"],
+                action=ACTION_OF.get(verb, verb),
+                note=options["note"],
+                by=options["by"],
+            )
             return
         now = timezone.now()
         for case in cases_open():
             age = age_text(case_age_s(case, now=now))
             self.stdout.write(f"{case.pk}\t{case.kind}\t{case.reference or '-'}\t{age}")
 
-    def _resolve(self, case_id: int, *, note: str, by: str) -> None:
+    def _act(self, case_id: int, *, action: str, note: str, by: str) -> None:
         try:
             result = case_act(
                 case_id=case_id,
-                action=CaseActionKind.DISMISS,
+                action=action,
                 note=note,
                 by_name=by or f"{getpass.getuser()} (manage.py cases)",
             )

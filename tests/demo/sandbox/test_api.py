@@ -5,6 +5,7 @@ import re
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
 
@@ -370,3 +371,25 @@ def test_merchant_endpoints_are_not_throttled_by_the_shop(charge, monkeypatch):
     statuses = {charge(charge_body()).status_code for _ in range(3)}
 
     assert statuses == {200}
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+@pytest.mark.parametrize("accept", [None, "*/*", "application/json"])
+def test_the_index_is_json_for_a_program(accept):
+    headers = {"accept": accept} if accept else {}
+    index = Client(headers=headers).get("/sandbox/")
+
+    assert index["Content-Type"] == "application/json"
+    assert "POST /sandbox/v1/charges (Idempotency-Key)" in index.json()["endpoints"]
+
+
+def test_the_index_is_a_page_for_a_browser():
+    page = Client(headers={"accept": BROWSER_ACCEPT}).get("/sandbox/")
+
+    assert page["Content-Type"].startswith("text/html")
+    html = page.content.decode()
+    assert "<h1>Sandbox provider</h1>" in html
+    assert "<li><code>GET /sandbox/v1/wallets/{payer}</code></li>" in html
+    assert '<a href="/admin/">' in html

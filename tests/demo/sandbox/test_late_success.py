@@ -162,3 +162,36 @@ def test_a_failed_enqueue_after_commit_still_answers_the_committed_decline(
     row = Charge.objects.get(out_trade_no=body["out_trade_no"])
     assert (row.status, row.decline_reason) == ("DECLINED", DECLINE_PENDING)
     assert row.late_success_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sweep_with_one_late_success_the_database_refuses_settles_the_others(
+    charge, arm, poison, caplog
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from demo.sandbox.services.sweeps import sandbox_sweep_run_once
+
+    # Given three charges declined under late_success, their late successes past due
+    # (the broker lost them); the middle one's row refuses the settlement
+    bodies = []
+    for _ in range(3):
+        arm("late_success", delay_s=5)
+        bodies.append(charge_body(amount=100))
+        assert charge(bodies[-1]).json()["status"] == "DECLINED"
+    rows = [Charge.objects.get(out_trade_no=body["out_trade_no"]) for body in bodies]
+    Charge.objects.update(late_success_at=timezone.now() - timedelta(minutes=10))
+    poison("sandbox_charge", f"NEW.id = {rows[1].pk} AND NEW.status <> OLD.status")
+
+    counts = sandbox_sweep_run_once(after_s=0)
+
+    # Then the other two succeeded; the refused one is logged by id and left declined,
+    # still due, for the next sweep
+    assert (counts.late_charges_settled, counts.failed) == (2, 1)
+    statuses = [Charge.objects.get(pk=row.pk).status for row in rows]
+    assert statuses == ["SUCCESS", "DECLINED", "SUCCESS"]
+    assert Charge.objects.get(pk=rows[1].pk).late_success_at is not None
+    assert f"charge {rows[1].pk} failed" in caplog.text
+    assert balance() == START - 200

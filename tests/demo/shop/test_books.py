@@ -146,6 +146,36 @@ def test_the_books_show_the_gauges_the_alerts_watch(
     assert gauges["onceshop_audit_findings"] == str(len(response.context["books"].audit.findings))
     assert gauges["onceshop_audit_last_run_timestamp_seconds"].endswith(" s ago")
     assert 'data-gauge="onceshop_payments_unresolved">1<' in page
+    # And in Chinese, the ages and durations too
+    chinese = web.get("/books/", headers={"accept-language": "zh-hans"}).context["books"]
+    shown = {row.name + row.labels: row.shown for row in chinese.gauges}
+    assert shown["onceshop_audit_last_run_timestamp_seconds"].endswith(" 秒前")
+    assert not any(value.endswith((" s", " s ago")) for value in shown.values())
+
+
+@pytest.mark.parametrize(
+    ("language", "label"),
+    [
+        ("en", "the payment was already settled the same way"),
+        ("zh-hans", "支付早已按同样的结果结清"),
+    ],
+)
+def test_the_books_count_notifications_by_what_their_outcome_means(demo_mode, web, language, label):
+    ProviderNotification.objects.create(
+        notify_id="N-settled-1",
+        out_trade_no="P-SETTLED-1",
+        trade_status="SUCCESS",
+        amount=500,
+        currency="CNY",
+        outcome=ProviderNotification.Outcome.DUPLICATE,
+        response_status=200,
+        response_body={},
+    )
+
+    page = web.get("/books/", headers={"accept-language": language}).content.decode()
+
+    assert f"<dt>{label}</dt><dd>1</dd>" in page
+    assert "duplicate" not in page
 
 
 def _unknown_notification_case() -> Case:

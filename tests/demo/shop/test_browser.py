@@ -17,7 +17,7 @@ import pytest
 
 from orders.models import Order
 from orders.services import shipment_create
-from tests.assertions import assert_paid_once
+from tests.assertions import assert_paid_once, assert_refunded_once
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -138,6 +138,12 @@ def test_log_in_order_and_double_click_pay_charges_once(page, live_server, alice
     assert any(entry.startswith("Click 1") for entry in text)
     assert any(entry.startswith("Click 2") for entry in text)
     assert_paid_once(order, alice, wallet)
+    # Then the page that paid (/checkout/'s) offers the refund, without a reload
+    assert page.url.endswith("/checkout/")
+    page.get_by_role("button", name="Refund").click()
+    page.locator("[data-order-status]", has_text=re.compile(r"^REFUNDED$")).wait_for()
+    shot(page, "04-refunded")
+    assert_refunded_once(order, alice, wallet, refunded=order.amount)
 
 
 def test_a_provider_timeout_shows_unknown_then_paid_with_the_same_key(

@@ -252,6 +252,26 @@ def test_without_the_demo_supervisor_there_is_no_worker_to_kill(staff_panel, tmp
     assert "only `make demo` runs" in response.content.decode()
 
 
+def test_where_the_worker_is_not_beside_the_server_the_panel_says_so_instead_of_a_button(
+    staff_panel, tmp_path, monkeypatch
+):
+    # Given no supervised worker beside this server (docker compose: another container)
+    monkeypatch.setattr("demo.runner.WORKER_PIDFILE", tmp_path / "missing.pid")
+
+    page = staff_panel.get("/chaos/").content.decode()
+
+    assert "Kill the worker (SIGKILL)" not in page
+    assert "The panel cannot kill the worker from here" in page
+    assert "<code>docker compose kill worker</code>" in page
+
+
+def test_beside_the_supervised_worker_the_panel_offers_the_kill(staff_panel, worker):
+    page = staff_panel.get("/chaos/").content.decode()
+
+    assert "Kill the worker (SIGKILL)" in page
+    assert "The panel cannot kill the worker from here" not in page
+
+
 def test_an_unknown_fault_mode_is_said_in_words(staff_panel):
     response = staff_panel.post("/chaos/faults/", {"mode": "meteor_strike", "count": "1"})
 

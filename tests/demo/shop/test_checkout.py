@@ -1,4 +1,4 @@
-"""The checkout behind the entry gate (DESIGN.md section 7).
+"""The checkout behind the entry gate (docs/design.md, "Background work").
 
 The form carries a one-time token the server issued (SET NX EX); submitting
 consumes it (GETDEL) and uses it as the order's Idempotency-Key. A second

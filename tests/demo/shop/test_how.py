@@ -34,3 +34,16 @@ def test_the_state_machine_is_drawn_from_the_declared_transitions():
     assert '<svg class="fsm" role="img"' in page
     for source, name, target in declared:
         assert f"<td>{source}</td><td><code>{name}()</code></td><td>{target}</td>" in page
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_concept_column_shows_code_not_markdown_backticks(language):
+    page = Client(headers={"accept-language": language}).get("/how-it-works/").content.decode()
+    where = page[
+        page.index('<table class="where">') : page.index("</table>", page.index('class="where"'))
+    ]
+
+    assert f'<html lang="{language}">' in page
+    assert "`" not in where
+    assert "<code>Idempotent-Replayed</code>" in where
+    assert "<code>SET NX EX</code>" in where

@@ -154,8 +154,15 @@ def test_the_timeline_shows_the_whole_story_of_the_order(web, order, fault):
     assert f"attempt {payment.out_trade_no} committed as PENDING" in page
     assert "Pay: recovery point &#x27;finished&#x27;, answer 200 stored" in page
     assert "Payment SUCCEEDED by the pay request" in page
-    assert page.count("received: duplicate") == 1  # two copies, one notify_id, one row
+    # two copies, one notify_id, one row; told by what the stored outcome means (the
+    # pay answer settled the payment first), never as the enum's "duplicate"
+    assert page.count("received: the payment was already settled the same way") == 1
+    assert "duplicate" not in page.split('id="timeline"')[1]
     assert "Shipped" in page
+    # The same page in Chinese: the outcome in words, no English enum value
+    chinese = web.get(f"/orders/{order.number}/", headers={"accept-language": "zh-hans"})
+    assert "支付早已按同样的结果结清" in chinese.content.decode()
+    assert "duplicate" not in chinese.content.decode().split('id="timeline"')[1]
 
 
 def test_a_reload_keeps_every_answer_and_the_timeline_tells_the_unknown_and_the_query(

@@ -1,5 +1,6 @@
 """The guided story, driven over HTTP against the live server like a real client."""
 
+import re
 from io import StringIO
 
 import pytest
@@ -175,6 +176,17 @@ def test_the_command_prints_each_step_and_the_books(
     )
 
     text = out.getvalue()
+    # Progress as it goes, each part with the seconds since the start, before the story
+    parts = re.findall(r"^   \[ *(\d+\.\d) s\] (.+)$", text, re.M)
+    assert [part.removesuffix(" ...").split(":")[0] for _at, part in parts] == [
+        "chapter 1",
+        "waiting for the background work",
+        "chapter 2",
+        "reading the books and running the audit",
+        "done.",
+    ]
+    assert [float(at) for at, _part in parts] == sorted(float(at) for at, _part in parts)
+    assert text.index("done.") < text.index("\n1. [")
     assert "503 payment-outcome-unknown, not stored" in text
     assert "409 idempotency-key-in-use, not stored" in text
     assert "200 OK, replayed" in text

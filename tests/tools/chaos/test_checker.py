@@ -212,7 +212,7 @@ def test_stock_that_is_not_received_minus_live_orders_is_flagged():
 )
 def test_a_server_error_other_than_503_with_retry_after_is_flagged(status, retry_after):
     # Even followed by success on the same key: the customer was answered a 5xx the
-    # contract does not give (DESIGN.md 7: losing Redis never answers 500).
+    # contract does not give (docs/design.md, "Redis down": never a 500).
     history = good_history()
     history.insert(3, request(PAY_KEY, PAY_PATH, status, retry_after=retry_after))
     history.insert(

@@ -1,9 +1,10 @@
 """The lab demonstrates something: each naive variant goes wrong, each OnceShop path holds.
 
-Every experiment runs exactly as ``make lab`` runs it (smaller counts where the
-count does not change the lesson), against the app and the real sandbox served
-in this process the way ``make lab`` serves them (``tools/lab/server.py``), and the
-assertions read the numbers it counted in the database.
+Every experiment runs exactly as ``make lab`` runs it, at its sizes
+(``Scale()``: OnceShop's column is asserted at the counts a learner sees),
+against the app and the real sandbox served in this process the way
+``make lab`` serves them (``tools/lab/server.py``), and the assertions read the
+numbers it counted in the database.
 
 The experiments share the module's database (each on its own users and
 products, as in ``make lab``), flushed once at the end: a flush of every table
@@ -20,6 +21,7 @@ from django.test import override_settings
 from tests.conftest import TEST_PROVIDER_TIMEOUT_S
 from tools.lab.context import Lab, Scale
 from tools.lab.experiments import runner
+from tools.lab.report import Finding, exit_status
 from tools.lab.server import free_port, serving
 
 # The experiments commit for real (threads, a server, forked processes) while the
@@ -41,12 +43,12 @@ def selected_experiments(request: pytest.FixtureRequest) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def found(request, django_db_setup, django_db_blocker) -> Iterator[dict[int, Counts]]:
+def found(request, django_db_setup, django_db_blocker) -> Iterator[dict[int, Finding]]:
     """Run the selected experiments once, as ``make lab`` does; what each counted."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    lab = Lab(base_url=base_url, scale=Scale.small())
-    results: dict[int, Counts] = {}
+    lab = Lab(base_url=base_url, scale=Scale())
+    results: dict[int, Finding] = {}
     with (
         django_db_blocker.unblock(),
         override_settings(
@@ -60,7 +62,7 @@ def found(request, django_db_setup, django_db_blocker) -> Iterator[dict[int, Cou
                 for number in sorted(selected_experiments(request)):
                     finding = runner(number)(lab)
                     assert finding.number == number
-                    results[number] = finding.counts
+                    results[number] = finding
             yield results
         finally:
             call_command("flush", interactive=False, verbosity=0)
@@ -68,7 +70,24 @@ def found(request, django_db_setup, django_db_blocker) -> Iterator[dict[int, Cou
 
 @pytest.fixture
 def counts(found):
-    return found.__getitem__
+    """The experiment's counts, once its OnceShop side is known to have held."""
+
+    def of(number: int) -> Counts:
+        finding = found[number]
+        assert finding.damage == [], finding.onceshop
+        assert exit_status([finding]) == 0
+        return finding.counts
+
+    return of
+
+
+def test_the_lab_fails_when_onceshop_shows_damage():
+    held = Finding(number=1, mistake="m", naive="n", onceshop="o", holds={"one order": True})
+    broke = Finding(number=2, mistake="m", naive="n", onceshop="o", holds={"one order": False})
+    assert held.damage == []
+    assert broke.damage == ["one order"]
+    assert exit_status([held]) == 0
+    assert exit_status([held, broke]) == 1
 
 
 def test_1_a_disabled_button_does_not_stop_a_second_submit(counts):
@@ -82,8 +101,10 @@ def test_2_timestamp_keys_give_concurrent_intents_each_others_answers(counts):
     found = counts(2)
     assert found["naive_orders"] < found["intents"]
     assert found["naive_shared"] == found["intents"] - found["naive_orders"]
+    assert found["intents"] == Scale().concurrent_intents  # the caps on: within one account's
     assert found["onceshop_orders"] == found["intents"]
     assert found["onceshop_shared"] == 0
+    assert found["onceshop_refused"] == 0
 
 
 def test_3_unscoped_keys_serve_another_users_response(counts):
@@ -96,7 +117,7 @@ def test_3_unscoped_keys_serve_another_users_response(counts):
 
 def test_4_a_dedupe_table_never_expired_grows_the_reaper_keeps_it_flat(counts):
     found = counts(4)
-    per_day = Scale.small().keys_per_day
+    per_day = Scale().keys_per_day
     assert found["naive_rows_end"] == per_day * found["days"]
     assert found["onceshop_rows_max"] <= 2 * per_day  # about one day's keys, every day
 

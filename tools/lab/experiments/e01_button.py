@@ -57,4 +57,5 @@ def run(lab: Lab) -> Finding:
             "onceshop_orders": our_orders,
             "onceshop_replayed": replayed,
         },
+        holds={"one order for two submits": our_orders == 1, "the second replayed": replayed == 1},
     )

@@ -77,4 +77,5 @@ def run(lab: Lab) -> Finding:
             "onceshop_leaks": our_leak,
             "onceshop_second_user_orders": dave_orders,
         },
+        holds={"no leak": our_leak == 0, "the second user has its own order": dave_orders == 1},
     )

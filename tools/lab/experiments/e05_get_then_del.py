@@ -64,4 +64,5 @@ def run(lab: Lab) -> Finding:
         naive=f"{submits} submits of one token at once: {naive_orders} passed (orders)",
         onceshop=f"GETDEL: {our_orders} passed (order); the rest got its answer",
         counts={"submits": submits, "naive_orders": naive_orders, "onceshop_orders": our_orders},
+        holds={"one order for one token": our_orders == 1},
     )

@@ -125,4 +125,9 @@ def run(lab: Lab) -> Finding:
             f"retry → {counts['onceshop_orders']:.0f} order ({retry.status})"
         ),
         counts=counts,
+        holds={
+            "the crash left no order": counts["onceshop_orders_after_crash"] == 0,
+            "the retry made one order": counts["onceshop_orders"] == 1,
+            "one key record": counts["onceshop_records"] == 1,
+        },
     )

@@ -122,4 +122,10 @@ def run(lab: Lab) -> Finding:
             "onceshop_4xx_paid": int(paid_status == Order.Status.PAID),
             "onceshop_4xx_charges": paid_charges,
         },
+        holds={
+            "one charge after the 503": ours_5xx == 1,
+            "paid with one charge after the 402": (
+                paid_status == Order.Status.PAID and paid_charges == 1
+            ),
+        },
     )

@@ -60,4 +60,5 @@ def run(lab: Lab) -> Finding:
             "onceshop_recovered_s": -1 if ours.recovered_s is None else ours.recovered_s,
             "clients": conditions.clients,
         },
+        holds={"every client got through": ours.succeeded == conditions.clients},
     )

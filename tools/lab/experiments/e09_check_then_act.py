@@ -76,4 +76,9 @@ def run(lab: Lab) -> Finding:
             "onceshop_debits": our_debits,
             "onceshop_ledger_entries": entries,
         },
+        holds={
+            "one debit": our_debits == 1,
+            "one ledger entry": entries == 1,
+            "every other pay refused": refused == pays - 1,
+        },
     )

@@ -51,4 +51,5 @@ def run(lab: Lab) -> Finding:
             f"{'replayed' if outcomes[1].replayed else 'ran again'}"
         ),
         counts={"naive_orders": naive_orders, "onceshop_orders": our_orders},
+        holds={"one order, the second replayed": our_orders == 1 and outcomes[1].replayed},
     )

@@ -1,6 +1,7 @@
 """`manage.py story`: replay the founding scenario against the running demo."""
 
 import logging
+import time
 from typing import Any
 
 from django.conf import settings
@@ -39,7 +40,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         shop = options["base_url"] or settings.SHOP_BASE_URL
-        self.stdout.write(f"Running the story against {shop} (about 20 s)...")
+        self.stdout.write(f"Running the story against {shop} (about 20 s):")
+        started = time.monotonic()
+
+        def progress(part: str) -> None:
+            self.stdout.write(f"   [{time.monotonic() - started:5.1f} s] {part} ...")
+            self.stdout.flush()
+
         # The reconciler's steps the story runs log what an operator's log should hold
         # (a success for a failed attempt is an error there, an orphaned capture a
         # warning); here the narration tells them, so their loggers are quiet meanwhile.
@@ -54,12 +61,14 @@ class Command(BaseCommand):
                 operator=options["operator"],
                 gateway_delay_s=options["gateway_delay"],
                 wait_s=options["wait"],
+                progress=progress,
             )
         except StoryUnavailable as error:
             raise CommandError(str(error)) from error
         finally:
             for logger, level in zip(quiet, levels, strict=True):
                 logger.setLevel(level)
+        self.stdout.write(f"   [{time.monotonic() - started:5.1f} s] done.")
         for number, step in enumerate(report.steps, start=1):
             self.print_step(number, step)
         self.stdout.write(

@@ -80,8 +80,9 @@
     return box;
   }
 
-  // Replace the summary, the pay form and the timeline with fresh copies of the
-  // order page (the same templates render them), keeping the answers list.
+  // Replace the summary, the pay form, the refund form (once paid) and the timeline
+  // with fresh copies of the order page (the same templates render them), keeping
+  // the answers list.
   function refresh() {
     var page = document.getElementById("order-page");
     if (!page) { return; }
@@ -89,7 +90,7 @@
       .then(function (response) { return response.text(); })
       .then(function (html) {
         var fresh = new DOMParser().parseFromString(html, "text/html");
-        ["order-summary", "pay-section", "timeline"].forEach(function (id) {
+        ["order-summary", "pay-section", "refund-slot", "timeline"].forEach(function (id) {
           var now = document.getElementById(id);
           var next = fresh.getElementById(id);
           if (now && next) { now.replaceWith(document.importNode(next, true)); }

@@ -1,0 +1,1 @@
+"""`make cluster`: the shop on this machine's loopback as a cluster of real engines."""

@@ -1,0 +1,5 @@
+import sys
+
+from demo.cluster.runner import main
+
+sys.exit(main())

@@ -1,0 +1,64 @@
+"""What only some providers do, beside the protocol every one honours (``base``).
+
+The flows, the reconciler and the audit ask ``isinstance(provider, <capability>)``,
+never for a provider by name: a new adapter gets each behaviour by having the
+method, and nothing outside ``payments/providers/`` changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from payments.providers.base import WalletStatement
+
+if TYPE_CHECKING:  # the audit's types; the audit imports this package, not the reverse
+    from reconcile.audit.checks import AuditContext, Checked
+
+    AuditCheck = tuple[str, Callable[[AuditContext], Checked]]
+
+
+@runtime_checkable
+class PreparesCharges(Protocol):
+    """A provider whose charge is two calls: create (nothing moves), then confirm.
+
+    The pay flow commits what ``prepare_charge`` returns (the provider's id for
+    the attempt, kept as its ``trade_no``) in a recovery point of its own before
+    it calls ``charge``, so a crash or a lost answer between the two resumes with
+    the same provider object instead of creating another. Stripe's PaymentIntent.
+    """
+
+    def prepare_charge(
+        self, *, out_trade_no: str, amount: int, currency: str, idempotency_key: str
+    ) -> str:
+        """Create the attempt at the provider (idempotent on the key); its id.
+
+        Raises ProviderRejected (nothing created) or ProviderOutcomeUnknown.
+        """
+        ...
+
+
+@runtime_checkable
+class KeepsWallets(Protocol):
+    """A provider that keeps an account per payer the audit can read (the sandbox)."""
+
+    def wallet(self, *, payer: str) -> WalletStatement | None:
+        """The payer's account (balance, total charged, charges), or None if never charged.
+
+        Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
+        """
+        ...
+
+
+@runtime_checkable
+class ExtendsAudit(Protocol):
+    """A provider that plugs checks of its own into the audit, after the shop's.
+
+    The sandbox's wallet check is one: it compares our books with the sandbox's
+    accounts, which no real provider keeps. The audit runs whatever the
+    configured provider plugs in, and knows none of them by name.
+    """
+
+    def audit_checks(self) -> Sequence[AuditCheck]:
+        """(title, check) pairs, each check as the audit's own: ``(checked, findings)``."""
+        ...

@@ -1,0 +1,78 @@
+"""Commands a person runs print for a person: no JSON log lines between their sentences.
+
+Servers log one JSON line per event (the settings' default, for a log pipeline);
+``make story``, ``make audit``, ``make reconcile`` and ``make lab`` set the plain
+format and warnings only (the Makefile's ``FOR_A_PERSON``). Here the exact
+command ``make -n`` prints for ``make audit`` runs against the test database.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.factories import UserFactory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _recipe(target: str) -> str:
+    dry = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(ROOT), target],  # noqa: S607
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dry.stdout.strip().splitlines()[-1]
+
+
+def _run(command: str, **env: str) -> subprocess.CompletedProcess[str]:
+    database = settings.DATABASES["default"]
+    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+    return subprocess.run(
+        ["bash", "-c", command],  # noqa: S607
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "DATABASE_URL": url, **env},
+    )
+
+
+def _json_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith('{"ts": ')]
+
+
+@pytest.mark.parametrize("target", ["story", "audit", "reconcile", "lab"])
+def test_the_commands_a_person_runs_log_plain_warnings(target):
+    recipe = _recipe(target)
+
+    assert "LOG_FORMAT=${LOG_FORMAT:-plain}" in recipe
+    assert "LOG_LEVEL=${LOG_LEVEL:-WARNING}" in recipe
+
+
+def test_make_audit_prints_no_json_log_line(paid_order, sandbox):
+    recipe = _recipe("audit")
+
+    audit = _run(recipe, PROVIDER_BASE_URL=sandbox)
+    logged = _run(recipe, PROVIDER_BASE_URL=sandbox, LOG_FORMAT="json", LOG_LEVEL="INFO")
+
+    assert audit.returncode == 0, audit.stderr
+    assert "clean" in audit.stdout.lower()
+    assert _json_lines(audit.stdout + audit.stderr) == []
+    # The same command with the servers' format does log JSON: the check can fail.
+    assert _json_lines(logged.stdout + logged.stderr)
+
+
+@pytest.fixture
+def paid_order(order, pay):
+    assert pay().status_code == 200
+    UserFactory.create(username="staff", is_staff=True)
+    return order
