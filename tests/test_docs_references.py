@@ -246,7 +246,7 @@ def test_the_reader_finds_what_it_must():
     """The rules above, on made-up text: each kind of reference found, each fault caught."""
     source = ROOT / "docs" / "design.md"
     text = (
-        "`payments/flows.py` and docs/audit.md; see `checks/books.py` after `reconcile/`;"
+        "`payments/flows.py` and docs/audit.md; see `checks/books.py` after `reconcile/audit/`;"
         " `tests/test_docs_references.py::test_nothing_cites_the_old_external_contract_file`"
         " then `…::test_the_reader_finds_what_it_must[one]` and `…::test_every_file_…`"
     )
@@ -256,7 +256,10 @@ def test_the_reader_finds_what_it_must():
         "test_the_reader_finds_what_it_must",
         "test_every_file_…",
     ]
-    assert _resolve("checks/books.py", source, ["reconcile/"]) == ROOT / "reconcile/checks/books.py"
+    assert (
+        _resolve("checks/books.py", source, ["reconcile/audit/"])
+        == ROOT / "reconcile/audit/checks/books.py"
+    )
     assert _resolve("checks/books.py", source, []) is None
     assert _resolve("payments/no_such_module.py", source, []) is None
     assert _test_exists(THIS, ["test_the_reader_finds_what_it_must[one]"])

@@ -78,7 +78,7 @@ def test_the_demo_compose_publishes_what_the_readme_links_to():
     # as compose reads it (YAML with merge keys) and checked against the README.
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     readme = (ROOT / "README.md").read_text()
-    linked = {int(port) for port in re.findall(r"127\.0\.0\.1:(\d+)/", readme)}
+    linked = {int(port) for port in re.findall(r"http://127\.0\.0\.1:(\d+)/", readme)}
 
     published = {host for service in services.values() for _a, host, _c in _published(service)}
     assert {8000, 8001} <= linked
