@@ -83,6 +83,9 @@ INSTALLED_APPS = [
 # name their tables, templates and URLs. A fork that deleted demo/ runs the demo
 # profile without them.
 DEMO_APPS = ["demo.shop", "demo.sandbox"] if DEMO_MODE and find_spec("demo") else []
+# Checks the audit runs after its own (dotted paths of ``f(provider) -> [(title,
+# check)]``): the demo's wallet check compares the books with the sandbox's wallets.
+AUDIT_PLUGINS = ["demo.wallet_audit.checks"] if DEMO_APPS else []
 INSTALLED_APPS += DEMO_APPS
 
 MIDDLEWARE = [

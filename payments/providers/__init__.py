@@ -25,12 +25,11 @@ from payments.providers.base import (
     StatementMalformed,
     WalletStatement,
 )
-from payments.providers.capabilities import ExtendsAudit, KeepsWallets, PreparesCharges
+from payments.providers.capabilities import KeepsWallets, PreparesCharges
 
 __all__ = [
     "ChargeResult",
     "ChargeStatus",
-    "ExtendsAudit",
     "KeepsWallets",
     "Notification",
     "NotificationInvalid",

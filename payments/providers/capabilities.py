@@ -7,15 +7,9 @@ method, and nothing outside ``payments/providers/`` changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from payments.providers.base import WalletStatement
-
-if TYPE_CHECKING:  # the audit's types; the audit imports this package, not the reverse
-    from reconcile.audit.checks import AuditContext, Checked
-
-    AuditCheck = tuple[str, Callable[[AuditContext], Checked]]
 
 
 @runtime_checkable
@@ -47,18 +41,4 @@ class KeepsWallets(Protocol):
 
         Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
         """
-        ...
-
-
-@runtime_checkable
-class ExtendsAudit(Protocol):
-    """A provider that plugs checks of its own into the audit, after the shop's.
-
-    The sandbox's wallet check is one: it compares our books with the sandbox's
-    accounts, which no real provider keeps. The audit runs whatever the
-    configured provider plugs in, and knows none of them by name.
-    """
-
-    def audit_checks(self) -> Sequence[AuditCheck]:
-        """(title, check) pairs, each check as the audit's own: ``(checked, findings)``."""
         ...

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from datetime import date
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
 from django.conf import settings
-from django.utils.translation import gettext_noop as _
 
 from edge.errors import ApplicationError
 from edge.strictjson import loads
@@ -51,8 +50,6 @@ from payments.providers.sandbox_statement import parse_statement, text_lines
 # The signature's header and signer, where the sandbox's importers have found them.
 __all__ = ["SIGNATURE_HEADER", "SandboxProvider", "sign"]
 
-if TYPE_CHECKING:
-    from payments.providers.capabilities import AuditCheck
 
 T = TypeVar("T")
 
@@ -254,14 +251,6 @@ class SandboxProvider:
             except requests.RequestException as error:
                 # Cut off half-way: what we read is fine, but we do not have the day.
                 raise ProviderOutcomeUnknown(f"statement download broke off: {error}") from error
-
-    # --- the audit's plug-in -----------------------------------------------------
-
-    def audit_checks(self) -> list[AuditCheck]:
-        """The wallet check (ExtendsAudit): our books against the sandbox's accounts."""
-        from reconcile.audit.checks import wallets  # the audit's code, loaded when it runs
-
-        return [(_("provider: charges and net debits match the ledger"), wallets.payers)]
 
     # --- notifications -------------------------------------------------------------
 

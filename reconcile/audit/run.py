@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop as _
 
 from observability import heartbeats
-from payments.providers import ExtendsAudit, PaymentProvider, get_provider
+from payments.providers import PaymentProvider, get_provider
 from reconcile.audit.checks import (
     AuditContext,
     Checked,
@@ -73,8 +75,10 @@ def audit_run(*, provider: PaymentProvider | None = None) -> AuditReport:
     findings: list[Finding] = []
     waiting: list[Finding] = []
     summary: list[SummaryRow] = []
-    # Then what the provider plugs in (ExtendsAudit: the sandbox's wallet check).
-    plugged = list(ctx.provider.audit_checks()) if isinstance(ctx.provider, ExtendsAudit) else []
+    # Then what the deployment plugs in (AUDIT_PLUGINS: the demo's wallet check).
+    plugged = [
+        pair for path in settings.AUDIT_PLUGINS for pair in import_string(path)(ctx.provider)
+    ]
     for title, check in CHECKS + plugged:
         checked, found = check(ctx)
         held_here = [f for f in found if _held(f, held)]

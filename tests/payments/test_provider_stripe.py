@@ -294,7 +294,7 @@ def test_the_audit_is_clean_without_the_sandbox_wallet_check(stripe_shop, pay, o
     report = audit_run()
 
     assert [finding for finding in report.findings] == []
-    # The wallet check is the sandbox's plug-in (ExtendsAudit): not run, not listed.
+    # The wallet check is the demo's plug-in (AUDIT_PLUGINS): for the sandbox only.
     checks = [row.check for row in report.summary]
     assert "provider: charges and net debits match the ledger" not in checks
     assert "statements: imported, every line matched" in checks

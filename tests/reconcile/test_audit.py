@@ -21,13 +21,14 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from demo import wallet_audit as wallets
 from demo.sandbox.models import Charge, Wallet
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product, Shipment
 from orders.services import LineRequest, order_create
 from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
-from reconcile.audit.checks import books, inventory, records, wallets
+from reconcile.audit.checks import books, inventory, records
 from reconcile.audit.run import AuditReport, Finding, SummaryRow, audit_run
 from tests.conftest import new_key
 from tests.factories import UserFactory

@@ -12,12 +12,13 @@ from django.core.management import call_command
 from django.db.models import F
 from django.utils import timezone
 
+from demo import wallet_audit as wallets
 from demo.sandbox.models import Charge
 from orders.models import Order
 from orders.services import LineRequest, order_create
 from payments.models import Payment
 from payments.services import payment_create
-from reconcile.audit.checks import amounts, books, wallets
+from reconcile.audit.checks import amounts, books
 from reconcile.audit.run import AuditReport, audit_run
 from tests.conftest import new_key
 from tests.factories import ProductFactory

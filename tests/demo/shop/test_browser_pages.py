@@ -23,15 +23,15 @@ from callbacks.models import ProviderNotification
 from edge.problems import problem_types
 from orders.models import Order
 from tests.conftest import client_for, new_key
-from tests.storefront.conftest import BackgroundWork
-from tests.storefront.test_browser import (  # noqa: F401 (fixtures, used by name)
+from tests.demo.shop.conftest import BackgroundWork
+from tests.demo.shop.test_browser import (  # noqa: F401 (fixtures, used by name)
     ARTIFACTS,
     CHROMIUM,
     WAIT_MS,
     allow_orm_beside_playwright,
     browser,
 )
-from tests.storefront.test_links import crawl, demo_shop  # noqa: F401
+from tests.demo.shop.test_links import crawl, demo_shop  # noqa: F401
 
 pytestmark = [
     pytest.mark.browser,

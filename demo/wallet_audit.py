@@ -1,6 +1,7 @@
 """The provider's books against ours (invariant 2 of docs/design.md), for a
-provider that keeps wallets: the sandbox's plug-in to the audit (``ExtendsAudit``,
-``SandboxProvider.audit_checks``), not one of the shop's own checks.
+provider that keeps wallets: the demo's plug-in to the audit (``checks``, named in
+the demo profile's ``AUDIT_PLUGINS``), not one of the shop's own checks. No real
+provider keeps wallets; a fork that deletes ``demo/`` loses only this check.
 
 Read through the provider's API (``PaymentProvider.wallet``), never its tables:
 the provider is a third party, and the audit must catch it misbehaving too.
@@ -21,10 +22,12 @@ The same holds for a refund whose attempt is still unsettled and young.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext_noop as _
 
 from orders.models import Order
 from payments.models import (
@@ -41,6 +44,7 @@ from payments.providers import (
     ChargeResult,
     ChargeStatus,
     KeepsWallets,
+    PaymentProvider,
     ProviderOutcomeUnknown,
     RefundResult,
     RefundStatus,
@@ -222,3 +226,11 @@ def _stray_charge(*, payer: str, charge: ChargeResult, payment: Payment | None) 
             "order": payment.order_id if payment else None,
         },
     )
+
+
+def checks(provider: PaymentProvider) -> list[tuple[str, Callable[[AuditContext], Checked]]]:
+    """The audit's plug-in (``AUDIT_PLUGINS``): the wallet check, where the provider
+    keeps wallets (the sandbox); nothing for any other provider."""
+    if not isinstance(provider, KeepsWallets):
+        return []
+    return [(_("provider: charges and net debits match the ledger"), payers)]
