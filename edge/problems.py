@@ -8,12 +8,16 @@ errors ``edge.errors`` maps to a code. One page per code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
 from django.views import defaults
 from django.views.decorators.http import require_GET
 from rest_framework.exceptions import ParseError
@@ -88,7 +92,20 @@ def problem_detail(request: HttpRequest, code: str) -> HttpResponse:
     found = problem_types().get(code)
     if found is None:
         raise Http404(f"No problem type {code!r}.")
-    return render(request, "problems/detail.html", {"problem": found})
+    meaning = code_spans(gettext(found.meaning))
+    return render(request, "problems/detail.html", {"problem": found, "meaning": meaning})
+
+
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def code_spans(text: str) -> SafeString:
+    """Text written for both the README and a page: its `code` spans as <code>.
+
+    Escaped first, so only the spans become markup (the README shows the same
+    sentence as Markdown, where the backticks are the markup).
+    """
+    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escape(text)))  # noqa: S308 - escaped
 
 
 def _api_or_page(

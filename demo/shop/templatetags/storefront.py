@@ -1,14 +1,13 @@
 """Template filters of the pages: money in minor units, long keys shortened."""
 
-import re
-
 from django import template
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.utils.html import escape, json_script
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.html import json_script
+from django.utils.safestring import SafeString
 from django.utils.translation import get_language, gettext
 
 from demo.shop import access
+from edge.problems import code_spans
 
 register = template.Library()
 
@@ -35,17 +34,7 @@ def money(amount: int | None, currency: str) -> str:
     return f"{sign}{symbol}{number}" if symbol else f"{sign}{number} {currency}"
 
 
-_CODE_SPAN = re.compile(r"`([^`]+)`")
-
-
-@register.filter
-def code_spans(text: str) -> SafeString:
-    """Text written for both the README and a page: its `code` spans as <code>.
-
-    Escaped first, so only the spans become markup (the README shows the same
-    sentence as Markdown, where the backticks are the markup).
-    """
-    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escape(text)))  # noqa: S308 - escaped
+register.filter("code_spans", code_spans)  # the problem pages' rendering (edge/problems.py)
 
 
 @register.filter
