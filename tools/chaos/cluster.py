@@ -33,11 +33,13 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,6 +207,12 @@ class ClusterDeployment:
             assert self.runner.popen is not None
             self.runner.popen.wait(timeout=CLUSTER_STOP_S)
         self.runner.kill_group()
+
+    def restarts(self) -> dict[str, int]:
+        """What the cluster's runner started again so far, by name (from its log)."""
+        log = self.out / "logs" / "cluster.log"
+        names = re.findall(r"^\[cluster\] (\S+) restarted$", log.read_text(), re.MULTILINE)
+        return dict(Counter(names))
 
     def remove_vhost(self) -> None:
         with contextlib.suppress(RuntimeError):

@@ -117,7 +117,8 @@ class Run:
                 deployment.stop()
                 deployment.remove_vhost()
             raise
-        say(f"starting {len(deployment.processes)} processes ...")
+        if not self.cluster:
+            say(f"starting {len(deployment.processes)} processes ...")
         deployment.start()
         nemesis = (ClusterNemesis if self.cluster else Nemesis)(
             deployment=deployment,  # type: ignore[arg-type]
@@ -135,6 +136,8 @@ class Run:
             self._shop(customers)
             nemesis.stop()
             chaos_s = time.monotonic() - started
+            if isinstance(deployment, ClusterDeployment):
+                restarts.update(deployment.restarts())  # the cluster's runner restarts
             history.record("phase", name="quiesce", kills=dict(nemesis.counts))
             say(f"chaos phase over after {chaos_s:.0f} s: {dict(nemesis.counts)}; quiescing")
             deployment.wait_ready()  # the nemesis's last kill may still be restarting

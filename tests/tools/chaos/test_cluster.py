@@ -90,3 +90,18 @@ def _nemesis(tmp_path, state):
         database_url="postgres://unused/unused",
         staff_token="unused",
     )
+
+
+def test_the_runners_restarts_are_counted_from_its_log(tmp_path):
+    deployment = ClusterDeployment(port=30000, env={}, out=tmp_path, vhost="unused")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "cluster.log").write_text(
+        "[cluster] node-2-web died; restarting in 1 s\n"
+        "[cluster] node-2-web restarted\n"
+        "2026-12-02 INFO celery task restarted\n"
+        "[cluster] replica did not start: exited\n"
+        "[cluster] node-2-web restarted\n"
+        "[cluster] pgbouncer restarted\n"
+    )
+
+    assert deployment.restarts() == {"node-2-web": 2, "pgbouncer": 1}
