@@ -62,7 +62,7 @@ def test_a_row_lock_wait_through_the_pooler_ends_at_the_lock_timeout(through_pgb
         started = time.monotonic()
         with pytest.raises(OperationalError) as raised, transaction.atomic():
             Product.objects.select_for_update().get(pk=product.pk)
-        # What config/errors.py turns into 503 `lock-timeout`.
+        # What edge/handler.py turns into 503 `lock-timeout`.
         assert isinstance(raised.value.__cause__, pg_errors.LockNotAvailable)
         assert time.monotonic() - started < 5
     finally:
