@@ -109,11 +109,16 @@ lab: install
 # Chaos at scale (docs/reliability.md): `make chaos ORDERS=10000`. PostgreSQL is
 # DATABASE_URL's server (or the embedded one); Redis is the run's own, since the
 # nemesis restarts it. The report goes to tools/chaos/out/report.md.
+# `make chaos TOPOLOGY=cluster`: the same run against `make cluster`'s topology,
+# started by the run under tools/chaos/out/cluster/ (needs what `make cluster` needs),
+# with node kills, PgBouncer and broker restarts, replica lag and the replica's loss.
+TOPOLOGY ?= local
 ORDERS ?= 500
 CLIENTS ?= 16
 SEED ?= 1
 chaos: install
-	$(PY) -m tools.chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) $(CHAOS_ARGS)
+	$(PY) -m tools.chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) \
+		--topology $(TOPOLOGY) $(CHAOS_ARGS)
 
 clean:
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

@@ -13,15 +13,17 @@ holds, and would run the request a second time (docs/scaling.md).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 
 REPLICA = "replica"
+logger = logging.getLogger(__name__)
 
 # A context variable, not a thread-local: right under gthread workers and in async
 # code alike; each request starts with the default (the primary).
@@ -45,7 +47,15 @@ def allow_stale_reads(view: F) -> F:
 
     @functools.wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with stale_reads():
+        try:
+            with stale_reads():
+                return view(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            if REPLICA not in settings.DATABASES:
+                raise
+            # The replica is down or restarting: the same read on the primary.
+            logger.warning("replica unavailable; stale read served by the primary")
+            connections[REPLICA].close()
             return view(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

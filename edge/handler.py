@@ -16,6 +16,7 @@ import psycopg
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
+from django.db import InternalError as DatabaseInternalError
 from django.http import Http404
 from psycopg import errors as pg_errors
 from rest_framework import exceptions as drf
@@ -74,18 +75,28 @@ _SESSION_ENDED = (pg_errors.AdminShutdown, pg_errors.CrashShutdown, pg_errors.Ca
 def _session_lost(exc: BaseException) -> bool:
     """Whether ``exc``, or what it was raised in handling, is a lost database session:
     ended by the server, or a broken connection (psycopg's error with no SQLSTATE, or
-    "the connection is closed" when the request tried to go on)."""
+    "the connection is closed" when the request tried to go on).
+
+    Through PgBouncer, a server session ended under a client can also surface as a
+    protocol mix-up on the client's next command ("received 2 results from command
+    'BEGIN'": the pooler relays the ended session's error with the new answer).
+    psycopg raises that as an InternalError without a SQLSTATE; the session is as
+    lost, and what it had not committed is rolled back with it."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, (*_SESSION_ENDED, psycopg.InterfaceError)):
             return True
-        if isinstance(seen, psycopg.OperationalError) and seen.sqlstate is None:
+        if isinstance(seen, psycopg.OperationalError | psycopg.InternalError) and (
+            seen.sqlstate is None
+        ):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
 
 
-def _from_database(exc: OperationalError | InterfaceError) -> ApplicationError | None:
+def _from_database(
+    exc: OperationalError | InterfaceError | DatabaseInternalError,
+) -> ApplicationError | None:
     if _session_lost(exc):
         return DatabaseSessionLost()
     cause = exc.__cause__
@@ -109,7 +120,8 @@ def as_application_error(exc: Exception, *, keyed: bool = False) -> ApplicationE
         return PayloadTooLarge()
     if isinstance(exc, drf.APIException):
         return _from_drf(exc)
-    if isinstance(exc, OperationalError | InterfaceError) and (mapped := _from_database(exc)):
+    database_error = OperationalError | InterfaceError | DatabaseInternalError
+    if isinstance(exc, database_error) and (mapped := _from_database(exc)):
         return mapped
     logger.exception("unhandled error", exc_info=exc)
     return InternalError(InternalError.keyed_detail if keyed else None)

@@ -3,10 +3,10 @@ transaction (serialization failure, deadlock) is 409, both safe to retry."""
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection
+from django.db import InternalError, OperationalError, connection
 from psycopg import errors as pg_errors
 
-from edge.errors import ConcurrentUpdate, LockTimeout
+from edge.errors import ConcurrentUpdate, DatabaseSessionLost, LockTimeout
 from edge.handler import as_application_error
 from idempotency.models import IdempotencyKey
 from orders.models import Order
@@ -35,6 +35,20 @@ def test_contention_errors_map_to_retryable_answers(cause, expected, status):
     assert isinstance(error, expected)
     assert error.status == status
     assert error.headers["Retry-After"] == "1"
+
+
+def test_a_session_ended_under_pgbouncer_is_503_session_lost_not_500():
+    # What psycopg raised through PgBouncer right after pg_terminate_backend ended the
+    # server session the pooler had given this client (the cluster's chaos run).
+    cause = psycopg.InternalError("received 2 results from command 'BEGIN'")
+    error = InternalError(str(cause))
+    error.__cause__ = cause
+
+    mapped = as_application_error(error)
+
+    assert isinstance(mapped, DatabaseSessionLost)
+    assert mapped.status == 503
+    assert mapped.headers["Retry-After"] == "1"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -30,7 +30,7 @@ class StatementImport(models.Model):
     day = models.DateField()
     created_at = models.DateTimeField(auto_now_add=True)
     # The start of the latest download that read the whole statement: everything the
-    # provider had settled by then is in our lines (see importing.py).
+    # provider had settled by then is in our lines (see reconcile/statements/importing.py).
     covered_until = models.DateTimeField(null=True, blank=True)
     downloads = models.PositiveIntegerField(default=0)  # complete downloads
     lines = models.PositiveIntegerField(default=0)  # lines held after the latest one

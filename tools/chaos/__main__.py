@@ -46,6 +46,12 @@ def parse(argv: list[str]) -> RunOptions:
     )
     parser.add_argument("--out", type=Path, default=OUT, help="where the history and logs go")
     parser.add_argument("--quiesce-timeout", type=float, default=900)
+    parser.add_argument(
+        "--topology",
+        choices=["local", "cluster"],
+        default="local",
+        help="cluster: against make cluster's topology (tools/chaos/cluster.py)",
+    )
     args = parser.parse_args(argv)
     if args.orders < 1 or args.clients < 1 or args.duration < 0 or args.pace <= 0:
         parser.error("--orders and --clients are at least 1, --duration and --pace positive")
@@ -61,6 +67,7 @@ def parse(argv: list[str]) -> RunOptions:
         database=args.database,
         out=args.out.resolve(),
         command="python -m tools.chaos " + shlex.join(argv),
+        topology=args.topology,
     )
 
 
@@ -77,7 +84,7 @@ def _stop_on_sigterm() -> None:
 def main(argv: list[str]) -> int:
     options = parse(argv)
     _stop_on_sigterm()
-    if not os.environ.get("DATABASE_URL"):
+    if not os.environ.get("DATABASE_URL") and options.topology == "local":
         from demo.embedded import start_postgres
 
         server = start_postgres()  # the embedded one, as `make demo` uses

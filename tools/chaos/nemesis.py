@@ -91,6 +91,7 @@ class Nemesis:
         self.counts: Counter[str] = Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self.weights = WEIGHTS
         self.kinds = {
             "provider-faults": self.provider_faults,
             "kill-shop-worker": self.kill_shop_worker,
@@ -119,7 +120,7 @@ class Nemesis:
         # (stop() waits for this first round).
         first_round = list(self.kinds)
         self.rng.shuffle(first_round)
-        weights = [WEIGHTS[kind] for kind in self.kinds]
+        weights = [self.weights[kind] for kind in self.kinds]
         while True:
             pause = self.rng.uniform(*self.pause_s)
             if self._stop.wait(pause):

@@ -52,7 +52,8 @@ def report_markdown(
         f"- orders created: {created}; requests sent: {len(requests)}",
         f"- chaos phase: {figures.chaos_s:.0f} s; time to quiesce: {figures.quiesce_s:.0f} s",
         f"- messages left unacknowledged by killed workers: {figures.parked} "
-        "(redelivered after the broker's visibility timeout; nothing waits for them)",
+        "(Redis redelivers them after its visibility timeout, RabbitMQ once the worker's "
+        "connection closes; nothing waits for them)",
         f"- violations: **{len(violations)}**",
         "",
         "## Answers by status (or by the error that stood for one)",

@@ -2,7 +2,10 @@
 
 The run's database is ``<DATABASE_URL's name>_chaos`` on the same server,
 dropped, created and migrated every time; its Redis is its own (unless
-``--redis-url``), its files are under ``tools/chaos/out/``.
+``--redis-url``), its files are under ``tools/chaos/out/``. With ``--topology
+cluster`` the run starts ``make cluster``'s topology instead (tools/chaos/cluster.py):
+its own PostgreSQL pair and database, REDIS_URL's Redis, a RabbitMQ virtual host
+of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import redis
 from tools.bench import database
 from tools.chaos.books import books_read
 from tools.chaos.checker import Violation, check
+from tools.chaos.cluster import ClusterDeployment, ClusterNemesis, free_port_block
 from tools.chaos.customers import Budget, Customer, Shelf
 from tools.chaos.deployment import ROOT, Deployment
 from tools.chaos.history import History, history_read
@@ -79,6 +83,7 @@ class RunOptions:
     database: str  # "": <DATABASE_URL's name>_chaos
     out: Path
     command: str
+    topology: str = "local"  # or "cluster"
 
 
 class Run:
@@ -86,6 +91,8 @@ class Run:
         self.options = options
         self.out = options.out
         self.received: dict[str, int] = {}
+        self.cluster = options.topology == "cluster"
+        self.cluster_port = 0
 
     def execute(self) -> list[Violation]:
         self._fresh_out()
@@ -99,14 +106,25 @@ class Run:
             history.record("phase", name="restarted", process=name)
 
         deployment.on_restart = restarted
-        customers, staff_token = self._seed(deployment, history)
-        say(f"starting {len(deployment.processes)} processes ...")
+        try:
+            if isinstance(deployment, ClusterDeployment):
+                say(f"starting the cluster on ports {self.cluster_port}.. ...")
+                deployment.start()  # it migrates its own database: before the seed
+                env = self._attach(deployment, env)
+            customers, staff_token = self._seed(deployment, history)
+        except BaseException:
+            if isinstance(deployment, ClusterDeployment):  # it runs in its own session
+                deployment.stop()
+                deployment.remove_vhost()
+            raise
+        if not self.cluster:
+            say(f"starting {len(deployment.processes)} processes ...")
         deployment.start()
-        nemesis = Nemesis(
-            deployment=deployment,
+        nemesis = (ClusterNemesis if self.cluster else Nemesis)(
+            deployment=deployment,  # type: ignore[arg-type]
             history=history,
             seed=self.options.seed,
-            database_url=env["DATABASE_URL"],
+            database_url=os.environ["DATABASE_URL"],  # the primary's, directly
             staff_token=staff_token,
             pause_s=(PAUSE_S[0] * self.options.pace, PAUSE_S[1] * self.options.pace),
         )
@@ -118,6 +136,8 @@ class Run:
             self._shop(customers)
             nemesis.stop()
             chaos_s = time.monotonic() - started
+            if isinstance(deployment, ClusterDeployment):
+                restarts.update(deployment.restarts())  # the cluster's runner restarts
             history.record("phase", name="quiesce", kills=dict(nemesis.counts))
             say(f"chaos phase over after {chaos_s:.0f} s: {dict(nemesis.counts)}; quiescing")
             deployment.wait_ready()  # the nemesis's last kill may still be restarting
@@ -125,13 +145,13 @@ class Run:
             deployment.stop()
             deployment = self._deployment(env, QUIESCE_SETTINGS)
             deployment.start()
-            quiesce_s, parked = self._quiesce(env)
+            quiesce_s, parked = self._quiesce(env, deployment)
             # The customers the client told to come back later do so now, with the
             # same keys; then the background work settles what they did.
             history.record("phase", name="come back")
             say("customers come back to what was never answered ...")
             self._customers_run([c.come_back for c in customers])
-            again_s, parked = self._quiesce(env)
+            again_s, parked = self._quiesce(env, deployment)
             quiesce_s += again_s
             history.record("phase", name="check", quiesce_s=quiesce_s, parked=parked)
             audit = self._manage(env, "audit")
@@ -142,6 +162,8 @@ class Run:
         finally:
             nemesis.stop()  # when something above failed: a no-op otherwise
             deployment.stop()
+            if isinstance(deployment, ClusterDeployment):
+                deployment.remove_vhost()
             history.close()
         events = history_read(history.path)
         violations = check(events, books)
@@ -164,7 +186,8 @@ class Run:
     # --- preparation -------------------------------------------------------------------
 
     def _fresh_out(self) -> None:
-        for stale in ("logs", "redis", "history.jsonl", "report.md", "celerybeat-schedule"):
+        stale_files = ("logs", "redis", "cluster", "history.jsonl", "report.md")
+        for stale in (*stale_files, "celerybeat-schedule"):
             path = self.out / stale
             if path.is_dir():
                 shutil.rmtree(path)
@@ -173,6 +196,10 @@ class Run:
         self.out.mkdir(parents=True, exist_ok=True)
 
     def _environment(self) -> dict[str, str]:
+        if self.cluster:
+            self.cluster_port = self.options.base_port or free_port_block()
+            os.environ.update(DEMO_MODE="true", DJANGO_SETTINGS_MODULE="config.settings")
+            return dict(os.environ)
         server_url = os.environ["DATABASE_URL"]
         name = self.options.database or f"{database.database_name(server_url)}_chaos"
         say(f"recreating and migrating {name} ...")
@@ -203,7 +230,18 @@ class Run:
                 ports.append(int(probe.getsockname()[1]))
         return ports
 
-    def _deployment(self, env: dict[str, str], settings: dict[str, str]) -> Deployment:
+    def _deployment(
+        self, env: dict[str, str], settings: dict[str, str]
+    ) -> Deployment | ClusterDeployment:
+        if self.cluster:
+            cluster = ClusterDeployment(
+                port=self.cluster_port,
+                env={**env, **settings},
+                out=self.out,
+                vhost=f"onceshop-chaos-{self.cluster_port}",
+            )
+            cluster.build()
+            return cluster
         ports = [int(port) for port in env["CHAOS_PORTS"].split(",")]
         deployment = Deployment(
             shop_ports=(ports[0], ports[1]),
@@ -215,7 +253,18 @@ class Run:
         deployment.build()
         return deployment
 
-    def _seed(self, deployment: Deployment, history: History) -> tuple[list[Customer], str]:
+    @staticmethod
+    def _attach(cluster: ClusterDeployment, env: dict[str, str]) -> dict[str, str]:
+        """The cluster's environment (through PgBouncer) for ``manage.py``; this
+        process's own Django (the seed, the books) reads the primary directly."""
+        state = cluster.state()
+        os.environ["DATABASE_URL"] = state["primary"]
+        os.environ.pop("DATABASE_REPLICA_URL", None)
+        return {**env, **state["env"]}
+
+    def _seed(
+        self, deployment: Deployment | ClusterDeployment, history: History
+    ) -> tuple[list[Customer], str]:
         """Users with tokens, a staff user for the provider's faults, the catalogue."""
         import django
 
@@ -224,8 +273,12 @@ class Run:
         from django.db import connections
         from rest_framework.authtoken.models import Token
 
+        from orders.models import Product
         from orders.services import product_create
 
+        # What is already on the shelves counts as received (the cluster seeds the
+        # demo's catalogue; the single-machine run's database starts empty).
+        self.received.update(Product.objects.values_list("sku", "stock"))
         users = get_user_model().objects
         staff = users.create_user(username="chaos-staff", password=None, is_staff=True)
         staff_token = Token.objects.create(user=staff).key
@@ -287,7 +340,9 @@ class Run:
         for thread in threads:
             thread.join()
 
-    def _quiesce(self, env: dict[str, str]) -> tuple[float, int]:
+    def _quiesce(
+        self, env: dict[str, str], deployment: Deployment | ClusterDeployment
+    ) -> tuple[float, int]:
         """Run reconciliation passes until nothing is unresolved: how long it took, and
         how many messages a killed worker left unacknowledged.
 
@@ -300,19 +355,19 @@ class Run:
         the background is left to change it, and the check will show why.
         """
         started = time.monotonic()
-        broker = redis.Redis.from_url(env["REDIS_URL"])
+        backlog = _backlog(env, deployment)
         quiet = 0
         while True:
             for command in quiesce_commands():
                 self._manage(env, *command)
-            queued = broker.llen(QUEUE)
+            queued, parked = backlog()
             left = _unresolved()
             quiet = quiet + 1 if not queued and not left else 0
             if quiet >= QUIET_PASSES or (quiet and self._manage(env, "audit")[0] == 0):
-                return time.monotonic() - started, int(broker.hlen("unacked"))
+                return time.monotonic() - started, parked
             if time.monotonic() - started > self.options.quiesce_timeout_s:
                 say(f"not quiescent after {self.options.quiesce_timeout_s:.0f} s: {left}")
-                return time.monotonic() - started, int(broker.hlen("unacked"))
+                return time.monotonic() - started, parked
             say(f"quiescing: {queued} messages queued, unresolved {left}")
             time.sleep(2)
 
@@ -326,6 +381,24 @@ class Run:
             check=False,
         )
         return done.returncode, done.stdout + done.stderr
+
+
+def _backlog(
+    env: dict[str, str], deployment: Deployment | ClusterDeployment
+) -> Callable[[], tuple[int, int]]:
+    """Messages still queued, and those a killed worker left unacknowledged.
+
+    On RabbitMQ an unacknowledged message goes back to the queue as soon as its
+    consumer's connection closes: both count as queued there."""
+    if isinstance(deployment, ClusterDeployment):
+
+        def amqp() -> tuple[int, int]:
+            ready, unacked = deployment.queue_depth()
+            return ready + unacked, unacked
+
+        return amqp
+    broker = redis.Redis.from_url(env["REDIS_URL"])
+    return lambda: (int(broker.llen(QUEUE)), int(broker.hlen("unacked")))
 
 
 def quiesce_commands() -> list[list[str]]:

@@ -13,7 +13,14 @@ def test_neither_the_product_nor_the_demo_imports_the_chaos_tool(package):
 
 
 @pytest.mark.parametrize(
-    "argv", [["--orders", "0"], ["--clients", "0"], ["--pace", "0"], ["--orders", "many"]]
+    "argv",
+    [
+        ["--orders", "0"],
+        ["--clients", "0"],
+        ["--pace", "0"],
+        ["--orders", "many"],
+        ["--topology", "k8s"],
+    ],
 )
 def test_bad_arguments_are_refused_before_anything_starts(argv, capsys):
     with pytest.raises(SystemExit) as refused:
