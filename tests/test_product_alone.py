@@ -56,6 +56,10 @@ def product_copy(target: Path) -> Path:
             continue
         (target / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target / name)
+    # The compiled catalogue (built files, not tracked): a fork compiles its .po as it
+    # likes (Django's compilemessages); the compiler here is the demo's tooling.
+    for compiled in ROOT.glob("locale/*/LC_MESSAGES/*.mo"):
+        shutil.copy2(compiled, target / compiled.relative_to(ROOT))
     return target
 
 
