@@ -33,17 +33,15 @@ from tests.assertions import assert_paid_once
 from tests.callbacks.test_api import body_for, notify
 from tests.conftest import new_key
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# Every test runs beside the real worker; it settles after each one (tests/conftest.py).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.usefixtures("worker"),
+]
 
 # Long enough for the test to act on the declined attempt first, short enough to wait on.
 LATE_S = 1.0
-
-
-@pytest.fixture(autouse=True)
-def quiet_worker(worker) -> Any:
-    """No delivery of this test may land in the next test's (flushed) database."""
-    yield worker
-    worker.wait_for(worker.idle, what="the worker to finish this test's deliveries")
 
 
 def success_notified(worker, payment: Payment) -> ProviderNotification:
