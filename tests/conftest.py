@@ -24,7 +24,7 @@ from config.celery import app as celery_app
 from edge import ratelimit
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
-from tests.workers import TEST_QUEUE, Worker, start_worker
+from tests.workers import RUNNING, TEST_QUEUE, Worker, start_worker
 
 # Tasks sent by tests go to their own queue on the real broker (TEST_QUEUE), emptied
 # before and after the run, so no stale message ever reaches a worker a test starts.
@@ -53,6 +53,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.nodeid.startswith("tests/demo/") or fixtures & DEMO_FIXTURES:
             item.add_marker(pytest.mark.demo)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Before any fixture is torn down, every running worker settles (tests/workers.py).
+
+    The test's last task may still be running, or a retry waiting for its countdown;
+    the database flush of a transactional test would race it (a deadlock, or
+    lock_timeout) and fail, and the next test would see this one's rows.
+    """
+    unsettled = None
+    for running in list(RUNNING):
+        try:
+            running.settle()
+        except AssertionError as error:
+            unsettled = error
+    yield
+    if unsettled is not None:
+        raise unsettled
 
 
 @pytest.fixture(scope="session", autouse=True)

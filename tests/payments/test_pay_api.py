@@ -168,7 +168,8 @@ def test_provider_timeout_after_charging_is_a_real_socket_timeout_then_resumes(
     pay, fault, order, user, wallet, settings
 ):
     settings.PROVIDER_TIMEOUT_S = 0.5
-    fault("timeout_after_commit", delay_s=1.5)
+    # The provider answers long after our timeout, however slow this machine is.
+    fault("timeout_after_commit", delay_s=5)
     key = new_key()
 
     started = time.monotonic()
@@ -176,7 +177,7 @@ def test_provider_timeout_after_charging_is_a_real_socket_timeout_then_resumes(
     elapsed = time.monotonic() - started
 
     assert unknown.status_code == 503
-    assert 0.5 <= elapsed < 1.5  # our read timeout fired, not the provider's answer
+    assert 0.5 <= elapsed < 5  # our read timeout fired, not the provider's answer
     assert unknown.json()["reason"].startswith("POST /v1/charges: ReadTimeout")
     retried = pay(key)
     assert retried.status_code == 200

@@ -43,6 +43,13 @@ def quick_backoff(settings) -> None:
 
 
 @pytest.fixture
+def far_backoff(quick_backoff: None, settings) -> None:
+    """``quick_backoff``, but a retry waits half an hour at least: base AND cap, so no
+    pass of a test, however loaded the machine, comes after a retry's time."""
+    settings.RECONCILE_BACKOFF_BASE_S = settings.RECONCILE_BACKOFF_CAP_S = 3600
+
+
+@pytest.fixture
 def hanging_provider() -> Iterator[str]:
     """A provider URL that accepts connections and never answers (a read timeout)."""
     listener = socket.socket()

@@ -32,13 +32,12 @@ from tests.reconcile.test_orphaned_captures import (
     success_notified,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture(autouse=True)
-def quiet_worker(worker) -> Any:
-    yield worker
-    worker.wait_for(worker.idle, what="the worker to finish this test's deliveries")
+# Every test runs beside the real worker; it settles after each one (tests/conftest.py).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.usefixtures("worker"),
+]
 
 
 def provider_refunds(out_trade_no: str) -> list[tuple[str, str]]:
@@ -110,14 +109,11 @@ def test_a_declined_orphan_refund_is_retried_with_a_new_reference_until_it_succe
     assert_audit_clean()
 
 
-def test_the_next_orphan_refund_waits_for_the_backoff(
-    pay, fault, order, user, worker, quick_backoff, settings
-):
-    # Given an orphaned capture whose first automatic refund was declined
+def test_the_next_orphan_refund_waits_for_the_backoff(pay, fault, order, user, worker, far_backoff):
+    # Given an orphaned capture whose first automatic refund was declined, the next
+    # attempt far away
     late = orphaned(pay, fault, worker)
     fault("decline", target="refund")
-    # "later" is far away (the cap too: quick_backoff's 2 s cap passes on a busy machine)
-    settings.RECONCILE_BACKOFF_BASE_S = settings.RECONCILE_BACKOFF_CAP_S = 3600
     pass_run_once()
     assert provider_refunds(late.out_trade_no) == [(f"R{late.out_trade_no}-1", "DECLINED")]
 

@@ -59,12 +59,11 @@ def test_a_declined_stray_refund_is_retried_with_a_new_reference_until_it_succee
 
 
 def test_a_declined_stray_refund_waits_for_the_backoff_and_races_start_it_once(
-    user, fault, quick_backoff, settings
+    user, fault, far_backoff
 ):
     # Given a stray capture whose refund was declined, and a backoff far away
     out_trade_no, _ = stray_charge(user)
     fault("decline", target="refund")
-    settings.RECONCILE_BACKOFF_BASE_S = 3600
     statement_reconcile(day=today())
     stray = StrayCapture.objects.get()
     assert (stray.refund_status, stray.next_refund_at is not None) == ("FAILED", True)

@@ -35,12 +35,14 @@ from tests.reconcile.test_declined_auto_refunds import (
     provider_refunds,
     run_until,
 )
-from tests.reconcile.test_orphaned_captures import (  # noqa: F401 - autouse
-    assert_books_balance,
-    quiet_worker,
-)
+from tests.reconcile.test_orphaned_captures import assert_books_balance
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# Every test runs beside the real worker; it settles after each one (tests/conftest.py).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.usefixtures("worker"),
+]
 
 LATE_S = 1.0
 

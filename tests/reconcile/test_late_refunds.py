@@ -17,9 +17,14 @@ from demo.sandbox.models import Refund as ProviderRefund
 from payments.models import LedgerEntry, Refund
 from reconcile.passes import pass_run_once
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, run_until
-from tests.reconcile.test_orphaned_captures import ledger_net, quiet_worker  # noqa: F401 - autouse
+from tests.reconcile.test_orphaned_captures import ledger_net
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# Every test runs beside the real worker; it settles after each one (tests/conftest.py).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.usefixtures("worker"),
+]
 
 LATE_S = 1.0
 

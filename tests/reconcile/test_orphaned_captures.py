@@ -16,6 +16,7 @@ from django.conf import settings as django_settings
 from django.db.models import Sum
 
 from callbacks.models import ProviderNotification
+from demo.sandbox.models import Charge as ProviderCharge
 from observability.metrics.gauges import gauge_values
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
@@ -33,17 +34,31 @@ from tests.assertions import assert_paid_once
 from tests.callbacks.test_api import body_for, notify
 from tests.conftest import new_key
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# Every test runs beside the real worker; it settles after each one (tests/conftest.py).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.usefixtures("worker"),
+]
 
 # Long enough for the test to act on the declined attempt first, short enough to wait on.
 LATE_S = 1.0
+# How long the slow provider holds its answer after charging: the test's notification
+# and pay land in between, even on a loaded machine.
+ANSWER_DELAY_S = 5
 
 
-@pytest.fixture(autouse=True)
-def quiet_worker(worker) -> Any:
-    """No delivery of this test may land in the next test's (flushed) database."""
-    yield worker
-    worker.wait_for(worker.idle, what="the worker to finish this test's deliveries")
+def charged_unanswered(order: Order) -> Payment:
+    """The order's attempt once the provider has charged it (its answer still held back):
+    our row alone exists before the provider is even asked."""
+    deadline = time.monotonic() + 10
+    while not ProviderCharge.objects.filter(
+        out_trade_no__in=Payment.objects.filter(order=order).values("out_trade_no"),
+        status="SUCCESS",
+    ).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return Payment.objects.get(order=order)
 
 
 def success_notified(worker, payment: Payment) -> ProviderNotification:
@@ -138,16 +153,12 @@ def test_the_pay_answer_itself_rolls_forward_an_attempt_failed_meanwhile(
 ):
     # Given a pay request waiting on a slow provider that will answer SUCCESS
     settings.PROVIDER_TIMEOUT_S = 10
-    fault("timeout_after_commit", delay_s=2)
+    fault("timeout_after_commit", delay_s=ANSWER_DELAY_S)
     answers: dict[str, Any] = {}
     request = threading.Thread(target=lambda: answers.setdefault("pay", pay()))
     request.start()
-    deadline = time.monotonic() + 10
-    while not Payment.objects.filter(order=order).exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
     # ... and a contradicting DECLINED notification that fails the attempt meanwhile
-    payment = Payment.objects.get(order=order)
+    payment = charged_unanswered(order)
     assert notify(body_for(payment, trade_status="DECLINED")).status_code == 200
     assert Payment.objects.get(pk=payment.pk).status == "FAILED"
 
@@ -171,15 +182,11 @@ def test_a_pay_after_a_contradicting_notification_finds_the_first_capture_and_ch
     settings.PROVIDER_TIMEOUT_S = 10
     # A lock with room for one ask about an earlier attempt at that timeout (payments.earlier)
     settings.IDEMPOTENCY_LOCK_TIMEOUT = 120
-    fault("timeout_after_commit", delay_s=2)
+    fault("timeout_after_commit", delay_s=ANSWER_DELAY_S)
     answers: dict[str, Any] = {}
     request = threading.Thread(target=lambda: answers.setdefault("pay", pay()))
     request.start()
-    deadline = time.monotonic() + 10
-    while not Payment.objects.filter(order=order).exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    first = Payment.objects.get(order=order)
+    first = charged_unanswered(order)
     assert notify(body_for(first, trade_status="DECLINED")).status_code == 200
 
     # When the customer pays again with a new key

@@ -9,6 +9,7 @@ from demo.sandbox import signing
 from demo.sandbox.models import Charge, Notification
 from demo.sandbox.services import DECLINE_PENDING
 from tests.demo.sandbox.conftest import CHARGES, REFUNDS, charge_body, refund_body
+from tests.workers import unacked_ids
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -91,3 +92,22 @@ def test_late_success_end_to_end(worker, receiver, charge, arm, merchant):
         headers={"Idempotency-Key": "late-e2e-refund"},
     )
     assert back.json()["status"] == "SUCCESS"
+
+
+def test_a_retry_left_behind_is_revoked_before_the_flush(worker, charge):
+    # Given a notification retrying, with countdowns, against a merchant that is gone
+    made = charge(charge_body(amount=500)).json()
+    notification = Notification.objects.get(charge__out_trade_no=made["out_trade_no"])
+    worker.wait_for(
+        lambda: Notification.objects.get(pk=notification.pk).attempts >= 1, what="a failed POST"
+    )
+
+    # When the worker settles, as it does after every test before the database flush
+    worker.settle()
+
+    # Then the retry it held was revoked: when its time comes it is dropped, not run
+    attempts = Notification.objects.get(pk=notification.pk).attempts
+    assert worker.revoked
+    worker.wait_for(lambda: not unacked_ids(worker.broker), what="the revoked retry dropped")
+    assert Notification.objects.get(pk=notification.pk).attempts == attempts
+    assert worker.idle()
