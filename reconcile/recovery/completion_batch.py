@@ -1,4 +1,4 @@
-"""Fast path of ``completion.record_complete``: a batch of settled pay requests at once.
+"""Fast path: settled pay requests finished a batch at once, agreeing with ``record_complete``.
 
 The reference finishes one abandoned record at a time, through the flow. This
 stores, for a whole batch, the answer that path would store, in a constant
