@@ -4,7 +4,7 @@ The record and the business rows (order, lines, stock reservation) commit in
 one transaction (see ``idempotency.phases.atomic_phase``). Out of stock is a
 final answer: stored and replayed. An unknown SKU is bad input: nothing is
 stored. Cancelling must respect payment attempts, so its flow lives a layer up,
-in ``payments.flows``.
+in ``payments.cancel_flows``.
 """
 
 from collections.abc import Sequence

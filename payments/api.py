@@ -15,7 +15,8 @@ from edge.openapi import ProblemSerializer
 from idempotency.drf import IdempotentApi, idempotent_schema
 from orders.api import EmptyInputSerializer
 from orders.serializers import OrderOutputSerializer
-from payments.flows import order_cancel_flow, order_pay_flow
+from payments.cancel_flows import order_cancel_flow
+from payments.flows import order_pay_flow
 from payments.providers import get_provider
 from payments.refund_flows import order_refund_flow
 from payments.refunds import RefundRequest

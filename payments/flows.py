@@ -29,10 +29,7 @@ reconciler does the same if the client never returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef
@@ -40,14 +37,13 @@ from django.urls import reverse
 
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
-from idempotency.phases import MoveTo, Respond, atomic_phase, single_phase
+from idempotency.phases import MoveTo, Respond, atomic_phase
 from observability import context
 from orders.models import Order
-from orders.selectors import order_get
 from orders.serializers import order_representation
-from orders.services import order_cancel
+from payments.answers import pay_answer
 from payments.earlier import MAX_EARLIER_ASKED, within_lock_budget
-from payments.errors import PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
+from payments.errors import PaymentOutcomeUnknown
 from payments.models import Payment, PaymentStatus
 from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
@@ -61,7 +57,6 @@ from payments.providers import (
 from payments.services import (
     CLOSED_BY_RECONCILIATION,
     Settlement,
-    order_cancel_blocker,
     payment_create,
     payment_mark_unknown,
     payment_settle,
@@ -72,13 +67,6 @@ from payments.services import (
 # by the provider's own code; cut to the column's width.
 REJECTED_BY_PROVIDER = "provider-rejected"
 FAILURE_CODE_MAX = Payment._meta.get_field("failure_code").max_length or 64
-
-
-# The answer to a pay whose charge came too late for its order (see payments/orphans.py).
-ORPHANED_DETAIL = (
-    "The provider captured this payment after the order could no longer take it; "
-    "the money is being refunded automatically."
-)
 
 
 class PayPoint(RecoveryPoint):
@@ -182,14 +170,7 @@ def _prepare_charge(record: IdempotencyKey, *, payment_id: int, provider: Prepar
                 idempotency_key=provider_idempotency_key(payment),
             )
         except ProviderRejected as rejection:
-            refused = ChargeResult(
-                out_trade_no=payment.out_trade_no,
-                status=ChargeStatus.DECLINED,
-                trade_no=None,
-                amount=None,
-                currency=None,
-                decline_reason=f"{REJECTED_BY_PROVIDER}:{rejection.code}"[:FAILURE_CODE_MAX],
-            )
+            refused = _refused(payment, rejection)
             atomic_phase(record, partial(_finish, payment_id=payment_id, result=refused))
             return
         except ProviderOutcomeUnknown as error:
@@ -239,17 +220,22 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
         # No earlier request went unanswered (or one crashed unanswered with the same
         # body, which the provider refuses the same way): nothing was charged. A
         # decline without a trade, final: asking again gets the same refusal.
-        return ChargeResult(
-            out_trade_no=payment.out_trade_no,
-            status=ChargeStatus.DECLINED,
-            trade_no=None,
-            amount=None,
-            currency=None,
-            decline_reason=f"{REJECTED_BY_PROVIDER}:{rejection.code}"[:FAILURE_CODE_MAX],
-        )
+        return _refused(payment, rejection)
     except ProviderOutcomeUnknown as error:
         payment_mark_unknown(payment_id=payment.pk)
         raise PaymentOutcomeUnknown(reason=str(error)) from error
+
+
+def _refused(payment: Payment, rejection: ProviderRejected) -> ChargeResult:
+    """A refusal as the decline it is: no trade, the provider's code in failure_code."""
+    return ChargeResult(
+        out_trade_no=payment.out_trade_no,
+        status=ChargeStatus.DECLINED,
+        trade_no=None,
+        amount=None,
+        currency=None,
+        decline_reason=f"{REJECTED_BY_PROVIDER}:{rejection.code}"[:FAILURE_CODE_MAX],
+    )
 
 
 def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
@@ -272,31 +258,6 @@ def _finish(*, payment_id: int, result: ChargeResult | None) -> Respond:
     return answer
 
 
-def pay_answer(payment: Payment, *, order_body: Callable[[], Any]) -> Respond | None:
-    """The final answer of a pay whose attempt is settled (None while it is not).
-
-    ``order_body`` gives the paid order's representation: read here and now for one
-    request, or from one read for a whole batch (the reconciler's completer).
-    """
-    match payment.status:
-        case PaymentStatus.SUCCEEDED:
-            return Respond(
-                status=200, body=order_body(), resource_type="payment", resource_id=payment.pk
-            )
-        case PaymentStatus.ORPHANED:
-            return _final_error(
-                PaymentFailed(ORPHANED_DETAIL, payment=payment.out_trade_no), payment
-            )
-        case PaymentStatus.FAILED if payment.failure_code == CLOSED_BY_RECONCILIATION:
-            return _final_error(PaymentFailed(payment=payment.out_trade_no), payment)
-        case PaymentStatus.FAILED:
-            return _final_error(
-                PaymentDeclined(payment=payment.out_trade_no, reason=payment.failure_code), payment
-            )
-        case _:
-            return None
-
-
 class _CaptureNotApplied(Exception):
     """The provider captured the attempt, and the settlement could not apply it."""
 
@@ -314,31 +275,3 @@ def _resolve_capture(*, payment_id: int, provider: PaymentProvider) -> None:
         or capture_orphan_resolve(payment_id=payment_id, capture=capture) is OrphanOutcome.CONFLICT
     ):
         raise PaymentOutcomeUnknown(reason="the provider's account contradicts ours")
-
-
-def _final_error(error: PaymentDeclined | PaymentFailed, payment: Payment) -> Respond:
-    # Returned, not raised: the payment's FAILED state must commit with the answer.
-    return replace(Respond.from_error(error), resource_type="payment", resource_id=payment.pk)
-
-
-# --- Cancelling ----------------------------------------------------------------------
-# Here, not in orders/: the rule "not while a payment attempt is live" spans orders
-# and payments, and orders may not import payments (docs/architecture.md).
-
-
-def order_cancel_flow(record: IdempotencyKey, *, user_id: int, order_number: str) -> None:
-    """UNPAID -> CANCELLED in one atomic phase; not cancellable is final (stored)."""
-
-    def cancel() -> Respond:
-        # Someone else's order is a 404, raised before anything is stored.
-        order = order_cancel(
-            order=order_get(user_id=user_id, number=order_number), blocker=order_cancel_blocker
-        )
-        return Respond(
-            status=200,
-            body=order_representation(order_id=order.pk),
-            resource_type="order",
-            resource_id=order.pk,
-        )
-
-    single_phase(record, cancel)

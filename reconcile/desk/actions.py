@@ -30,10 +30,8 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
 from payments.providers import (
-    ChargeStatus,
     PaymentProvider,
     ProviderOutcomeUnknown,
-    RefundStatus,
     get_provider,
 )
 from reconcile.desk.models import Case, CaseAction, CaseActionKind, CaseKind, CaseState, ItemFailure
@@ -244,6 +242,7 @@ def _accept(
     who: str,
     provider: PaymentProvider | None,
 ) -> ActionResult:
+    from reconcile.desk.discrepancy_accept import discrepancy_accept
     from reconcile.recovery.payments import SETTLED, payment_reconcile
     from reconcile.recovery.refunds import SETTLED as REFUND_SETTLED
     from reconcile.recovery.refunds import refund_reconcile
@@ -251,7 +250,7 @@ def _accept(
     provider = provider or get_provider()
     if case.subject_type == "discrepancy":
         try:
-            settled, outcome = _providers_word(
+            settled, outcome = discrepancy_accept(
                 StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
                     pk=case.subject_id
                 ),
@@ -286,51 +285,6 @@ def _accept(
         # A discrepancy is resolved with its case (an attempt settled itself, above).
         _dismiss_subject(case, reason=f"accepted by {who} (case {case.pk}): {outcome}", user=user)
     return ActionResult(True, f"case {case.pk}: {outcome}")
-
-
-def _providers_word(
-    discrepancy: StatementDiscrepancy, *, provider: PaymentProvider
-) -> tuple[bool, str]:
-    """Ask the provider about the discrepancy's attempt and settle from a confirmed answer
-    through the normal settle services (conditional: a second click changes nothing).
-    (settled, what the provider said); raises ProviderOutcomeUnknown."""
-    from payments.refunds import refund_settle
-    from reconcile.recovery.payments import SETTLED, payment_apply_truth
-
-    payment, refund = _attempt_of(discrepancy)
-    if payment is not None:
-        account = provider.query(out_trade_no=payment.out_trade_no)
-        if account is None or account.status is not ChargeStatus.SUCCESS:
-            return False, f"the provider's word on {payment.out_trade_no}: " + (
-                account.status if account else "no charge"
-            )
-        resolution = payment_apply_truth(payment_id=payment.pk, account=account)
-        return resolution.value in SETTLED, f"the provider's word on {payment.out_trade_no}: " + (
-            f"captured, {resolution.value}"
-        )
-    if refund is not None:
-        answer = provider.query_refund(out_refund_no=refund.refund_no)
-        if answer is None or answer.status is not RefundStatus.SUCCESS:
-            return False, f"the provider's word on {refund.refund_no}: " + (
-                answer.status if answer else "no refund"
-            )
-        settled = refund_settle(refund_id=refund.pk, result=answer, confirmed=True)
-        return True, f"the provider's word on {refund.refund_no}: refunded, {settled.outcome.value}"
-    return False, "no attempt of the shop's to ask the provider about"
-
-
-def _attempt_of(discrepancy: StatementDiscrepancy) -> tuple[Payment | None, Refund | None]:
-    if discrepancy.line is not None:
-        reference = discrepancy.line.reference
-        if discrepancy.line.kind == LineKind.CHARGE:
-            return Payment.objects.filter(out_trade_no=reference).first(), None
-        return None, Refund.objects.filter(refund_no=reference).first()
-    entry = discrepancy.ledger_entry
-    if entry is None:
-        return None, None
-    if entry.refund_attempt_id is not None:
-        return None, entry.refund_attempt
-    return entry.payment, None
 
 
 def _jobs_of(case: Case) -> list[str]:

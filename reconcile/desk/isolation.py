@@ -32,8 +32,8 @@ An item that settles after failing has its count cleared and its case closed:
 by its own job the next time that job runs it (``settled``), or, whatever path
 settled it (a callback settling the payment, the statement matching the line,
 a person refunding an orphan another way), by the open-cases job
-(``failures_settled``, from ``cases_run_once``), which reads each job's items
-still to settle off the books themselves.
+(``failures_settled`` in ``unsettled.py``, from ``cases_run_once``), which reads
+each job's items still to settle off the books themselves.
 """
 
 from __future__ import annotations
@@ -41,33 +41,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import QuerySet
 from django.utils import timezone
 
-from callbacks.models import ProviderNotification
-from idempotency.models import IdempotencyKey, RecoveryPoint
-from payments.models import (
-    UNSETTLED_REFUND_STATUSES,
-    UNSETTLED_STATUSES,
-    Payment,
-    Refund,
-    RefundAttemptStatus,
-)
-from reconcile.desk.models import Case, CaseKind, CaseState, ItemFailure
+from reconcile.desk.models import CaseKind, ItemFailure
 from reconcile.desk.services import case_close_by_machine, case_open
-from reconcile.models import (
-    LineOutcome,
-    StatementDiscrepancy,
-    StatementImport,
-    StatementLine,
-    StrayCapture,
-)
 from reconcile.recovery.claims import reconcile_backoff_s
-from reconcile.selectors import payments_orphaned_without_refund
 
 logger = logging.getLogger(__name__)
 
@@ -106,50 +88,6 @@ JOBS_BY_SUBJECT = {
     "record": [COMPLETION, REAP],  # an idempotency record
 }
 
-
-def _notifications_unsettled() -> QuerySet[Any, Any]:
-    return ProviderNotification.objects.filter(resolved_at__isnull=True)
-
-
-def _without_case(rows: QuerySet[Any, Any], subject_type: str) -> QuerySet[Any, Any]:
-    # The open-cases job's item is settled once its subject has its case (or none is
-    # needed any more: the subject settled, so it is not among ``rows``).
-    return rows.exclude(
-        pk__in=Case.objects.filter(subject_type=subject_type)
-        .exclude(kind=CaseKind.ITEM_FAILED)
-        .values("subject_id")
-    )
-
-
-# Each job's items still to settle, read off the books: a failed item not among them
-# settled since, by whichever path. (A job not listed keeps its count and case until
-# it runs the item again.)
-UNSETTLED: dict[str, Callable[[], QuerySet[Any, Any]]] = {
-    PAYMENTS: lambda: Payment.objects.filter(status__in=UNSETTLED_STATUSES),
-    ORPHAN_REFUNDS: lambda: Payment.objects.filter(pk__in=payments_orphaned_without_refund()),
-    REFUNDS: lambda: Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES),
-    NOTIFICATIONS: _notifications_unsettled,
-    STRAY_NOTIFICATIONS: _notifications_unsettled,
-    STATEMENT_LINES: lambda: StatementLine.objects.filter(outcome=LineOutcome.PENDING),
-    STATEMENTS: lambda: StatementImport.objects.filter(
-        pk__in=StatementLine.objects.filter(outcome=LineOutcome.PENDING).values("statement_id")
-    ),
-    STRAY_REFUNDS: lambda: StrayCapture.objects.exclude(
-        refund_status=RefundAttemptStatus.SUCCEEDED
-    ),
-    COMPLETION: lambda: IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED),
-    REAP: lambda: IdempotencyKey.objects.all(),  # a reaped record is gone, by any path
-    CASES_PAYMENTS: lambda: _without_case(
-        Payment.objects.filter(status__in=UNSETTLED_STATUSES), "payment"
-    ),
-    CASES_REFUNDS: lambda: _without_case(
-        Refund.objects.filter(status__in=UNSETTLED_REFUND_STATUSES), "refund"
-    ),
-    CASES_NOTIFICATIONS: lambda: _without_case(_notifications_unsettled(), "notification"),
-    CASES_DISCREPANCIES: lambda: _without_case(
-        StatementDiscrepancy.objects.filter(resolved_at__isnull=True), "discrepancy"
-    ),
-}
 
 # The longest error text kept per item: the traceback is in the log line.
 _MAX_ERROR = 2000
@@ -285,10 +223,10 @@ class ItemGuard:
 
     def _cleared(self, *, key: str, reference: str) -> None:
         self._known().pop(key, None)
-        _clear(job=self.job, subject_type=self.subject_type, key=key, reference=reference)
+        failure_clear(job=self.job, subject_type=self.subject_type, key=key, reference=reference)
 
 
-def _clear(*, job: str, subject_type: str, key: str, reference: str) -> int:
+def failure_clear(*, job: str, subject_type: str, key: str, reference: str) -> int:
     """The job's count of the item removed and its case closed: how many cases closed."""
     ItemFailure.objects.filter(job=job, key=key).delete()
     return case_close_by_machine(
@@ -298,34 +236,3 @@ def _clear(*, job: str, subject_type: str, key: str, reference: str) -> int:
         job=job,
         resolution=f"{job}: {reference} settled by the machine after failing",
     )
-
-
-def failures_settled() -> int:
-    """Clear the count, and close the case, of every failed item settled since by any
-    path (see the module doc); how many cases it closed."""
-    closed = 0
-    subject_of = {job: subject for subject, jobs in JOBS_BY_SUBJECT.items() for job in jobs}
-    for job, unsettled in UNSETTLED.items():
-        failing = {
-            key: reference
-            for key, reference in ItemFailure.objects.filter(job=job).values_list(
-                "key", "reference"
-            )
-        }
-        failing |= {
-            str(subject_id): reference
-            for subject_id, reference in Case.objects.filter(
-                kind=CaseKind.ITEM_FAILED, job=job, state=CaseState.OPEN
-            ).values_list("subject_id", "reference")
-        }
-        if not failing:
-            continue
-        still = {
-            str(pk)
-            for pk in unsettled()
-            .filter(pk__in=[int(key) for key in failing])
-            .values_list("pk", flat=True)
-        }
-        for key in failing.keys() - still:
-            closed += _clear(job=job, subject_type=subject_of[job], key=key, reference=failing[key])
-    return closed

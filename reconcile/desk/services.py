@@ -83,7 +83,7 @@ class CaseCounts:
 def cases_run_once() -> CaseCounts:
     """Open the cases that are due, and close those whose subject is settled: by any
     path (a callback, the statement, a person), not only by the job that failed on it."""
-    from reconcile.desk.isolation import failures_settled
+    from reconcile.desk.unsettled import failures_settled
 
     return CaseCounts(opened=_open_due(), closed=_close_settled() + failures_settled())
 

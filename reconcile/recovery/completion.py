@@ -14,7 +14,8 @@ attempt is still unsettled is left to the reconciler: running the flow would
 call the provider's charge, and a background job must not start charging a
 customer who walked away. The reconciler settles the attempt (query, or fence
 and fail) and then finishes its record: a batch of pay records at once
-(``complete_pay_requests``), or one by one (``record_complete``). A refund request
+(``complete_pay_requests``, the fast path in ``completion_batch.py``), or one by
+one (``record_complete``). A refund request
 at ``refund_created`` is treated the same way: the refund reconciler settles
 the refund (query, or send it again with the same derived key) first.
 
@@ -34,22 +35,19 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import transaction
 from django.urls import Resolver404, resolve
 from django.utils import timezone
 
-from idempotency.completer import acquire_abandoned, finish_abandoned, release, resume
+from idempotency.completer import acquire_abandoned, release, resume
 from idempotency.errors import IdempotencyKeyInUse
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability import context
-from orders.serializers import order_representations
 from payments.errors import PaymentOutcomeUnknown, RefundOutcomeUnknown
-from payments.flows import PayPoint, order_pay_flow, pay_answer
+from payments.flows import PayPoint, order_pay_flow
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
     Payment,
-    PaymentStatus,
     Refund,
 )
 from payments.providers import PaymentProvider, get_provider
@@ -61,7 +59,6 @@ from reconcile.selectors import (
     REFUND_RESOURCE,
     records_abandoned,
     records_unfinished_for,
-    records_unfinished_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -250,49 +247,8 @@ def complete_requests_for(*, resource_type: str, ids: list[int], provider: Payme
     return finished
 
 
-def complete_pay_requests(*, payment_ids: list[int], provider: PaymentProvider) -> int:
-    """``complete_requests_for`` the pay requests of a batch of settled attempts, at once.
-
-    What a client retry (or ``record_complete``) would store for each request at
-    ``payment_created`` whose attempt is settled is ``pay_answer`` of the attempt,
-    with no provider call. So, in one transaction, as a phase: the attempts are
-    read in one query, the paid orders' representations in one query per table,
-    and every record no live request holds is finished with its answer in one
-    statement (``finish_abandoned``: the completer's lock condition and the
-    phase's fenced write together). What that leaves (a record at another point,
-    held by a live retry, or whose attempt is not final) is tried one by one, as
-    before. Returns how many requests were finished.
-    """
-    records = records_unfinished_of(resource_type=PAYMENT_RESOURCE, ids=payment_ids)
-    if not records:
-        return 0
-    at_pay_point = {
-        record.pk: record.resource_id
-        for record in records
-        if record.recovery_point == PAY.point and _is_pay(record)
-    }
-    with transaction.atomic():
-        attempts = Payment.objects.in_bulk([pid for pid in at_pay_point.values() if pid])
-        bodies = order_representations(
-            order_ids=[p.order_id for p in attempts.values() if p.status == PaymentStatus.SUCCEEDED]
-        )
-        answers = {}
-        for record_id, payment_id in at_pay_point.items():
-            attempt = attempts.get(payment_id or 0)
-            if attempt is None:
-                continue
-            answer = pay_answer(attempt, order_body=partial(bodies.__getitem__, attempt.order_id))
-            if answer is not None:
-                answers[record_id] = answer
-        finished = finish_abandoned(answers, recovery_point=PAY.point)
-    left = [record.pk for record in records if record.pk not in finished]
-    return len(finished) + sum(
-        record_complete(record_id=record_id, provider=provider) is Completion.FINISHED
-        for record_id in left
-    )
-
-
-def _is_pay(record: IdempotencyKey) -> bool:
+def is_pay_request(record: IdempotencyKey) -> bool:
+    """The record is a pay request's (POST /api/v1/orders/{number}/pay/)."""
     return _completer_for(record) is _COMPLETERS[("POST", "order-pay")]
 
 

@@ -25,7 +25,7 @@ order, or 402 ``payment-failed``.
 A pass does this a batch at a time: the batch's questions go out at once (in
 threads, no transaction open), then its plain answers are settled together and
 its requests finished together, in a fixed number of statements per batch
-(``payment_answers_apply``, ``completion.complete_pay_requests``); anything
+(``payment_answers_apply``, ``completion_batch.complete_pay_requests``); anything
 unusual takes the one-by-one path below, unchanged.
 
 A success the shop cannot apply (the attempt was failed or fenced, the order
@@ -63,7 +63,7 @@ from payments.providers import (
 from payments.services import Settlement, payment_settle
 from reconcile.desk.isolation import PAYMENTS, ItemGuard
 from reconcile.recovery.claims import drain, retry_later
-from reconcile.recovery.completion import complete_pay_requests
+from reconcile.recovery.completion_batch import complete_pay_requests
 
 logger = logging.getLogger(__name__)
 

@@ -33,15 +33,13 @@ from reconcile.desk.isolation import (
 from reconcile.desk.selectors import notifications_held
 from reconcile.desk.services import notification_case_open
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
-from reconcile.recovery.strays import (
+from reconcile.recovery.stray_retries import (
     stray_backoff_over,
-    stray_capture_take,
     stray_late_notified,
-    stray_notifications_resolve,
-    stray_refund,
     stray_refund_restart,
     strays_unrefunded,
 )
+from reconcile.recovery.strays import stray_capture_take, stray_notifications_resolve, stray_refund
 from reconcile.statements.importing import statement_reconcile
 from reconcile.statements.settling import StatementCounts, statement_match
 

@@ -38,7 +38,8 @@ from reconcile.models import (
     StrayCapture,
 )
 from reconcile.recovery import notifications as notification_jobs
-from reconcile.recovery.strays import stray_refund_no, stray_refund_restart, strays_unrefunded
+from reconcile.recovery.stray_retries import stray_refund_restart, strays_unrefunded
+from reconcile.recovery.strays import stray_refund_no
 from reconcile.statements.importing import statement_download, statement_reconcile
 from reconcile.statements.jobs import leftovers_run_once
 from reconcile.statements.settling import statement_match
