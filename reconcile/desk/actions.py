@@ -153,11 +153,13 @@ def _retry(case: Case, *, note: str, user: User | None, who: str) -> ActionResul
     # Not closing: the case closes when the item settles. Once-only: the case row is
     # locked and re-read in the transaction that records the action, and each write
     # is conditional on the subject not being due yet; of two clicks, the second
-    # finds it resolved or already due and records nothing.
-    now = timezone.now()
+    # finds it resolved or already due and records nothing. The clock is read after
+    # the lock: a second click that read it before waiting would see the first
+    # click's "now" as still in the future, and make the item due a second time.
     with transaction.atomic():
         if not Case.objects.select_for_update().filter(pk=case.pk, state=CaseState.OPEN).exists():
             return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
+        now = timezone.now()
         jobs = [case.job] if case.job else _jobs_of(case)
         made_due = ItemFailure.objects.filter(
             key=str(case.subject_id), job__in=jobs, next_try_at__gt=now
