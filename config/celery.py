@@ -1,5 +1,6 @@
 """The Celery app (``config.celery:app``): broker settings come from Django's settings."""
 
+import math
 import os
 
 from celery import Celery
@@ -23,6 +24,18 @@ def _task_packages() -> list[str]:
 
 
 app.autodiscover_tasks(_task_packages)
+
+
+def whole_seconds(countdown: float) -> int:
+    """A task's countdown as every broker can hold it: whole seconds, rounded up.
+
+    On RabbitMQ's quorum queues Celery delays a task by the broker's native delayed
+    delivery, which counts whole seconds: it refuses a countdown between 0 and 1
+    ("countdown must be a positive number", so the task is never sent) and
+    truncates any other. Rounded up, a delayed task is sent, and never early.
+    """
+    return math.ceil(countdown) if countdown > 0 else 0
+
 
 # Request ids through the queue, task metrics, Celery's logging: see the module.
 import observability.celery  # noqa: E402, F401

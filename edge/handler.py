@@ -70,6 +70,11 @@ def _from_drf(exc: drf.APIException) -> ApplicationError:
 
 # The server ended the session (57P01-57P03): nothing more can be done on it.
 _SESSION_ENDED = (pg_errors.AdminShutdown, pg_errors.CrashShutdown, pg_errors.CannotConnectNow)
+# SQLSTATE class 08, connection exceptions: the connection under the session broke.
+# Through PgBouncer this is how a server session lost under a client reaches it when
+# the pooler saw the break before the server's own goodbye: 08P01 "server conn
+# crashed?", and the client's connection is closed after it.
+_CONNECTION_EXCEPTION_CLASS = "08"
 
 
 def _session_lost(exc: BaseException) -> bool:
@@ -81,13 +86,18 @@ def _session_lost(exc: BaseException) -> bool:
     protocol mix-up on the client's next command ("received 2 results from command
     'BEGIN'": the pooler relays the ended session's error with the new answer).
     psycopg raises that as an InternalError without a SQLSTATE; the session is as
-    lost, and what it had not committed is rolled back with it."""
+    lost, and what it had not committed is rolled back with it. So is any connection
+    exception (SQLSTATE class 08)."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, (*_SESSION_ENDED, psycopg.InterfaceError)):
             return True
         if isinstance(seen, psycopg.OperationalError | psycopg.InternalError) and (
             seen.sqlstate is None
+        ):
+            return True
+        if isinstance(seen, psycopg.Error) and (seen.sqlstate or "").startswith(
+            _CONNECTION_EXCEPTION_CLASS
         ):
             return True
         seen = seen.__cause__ or seen.__context__

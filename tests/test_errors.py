@@ -51,6 +51,24 @@ def test_a_session_ended_under_pgbouncer_is_503_session_lost_not_500():
     assert mapped.headers["Retry-After"] == "1"
 
 
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        # PgBouncer's words when the server connection under a client breaks (the
+        # cluster's chaos run met both, right after `pg_terminate_backend`).
+        pg_errors.ProtocolViolation("server conn crashed?"),
+        pg_errors.ProtocolViolation("invalid server parameter"),
+        pg_errors.ConnectionFailure("connection to server lost"),
+    ],
+)
+def test_a_connection_exception_is_503_session_lost_not_500(cause):
+    mapped = as_application_error(wrapped(cause))
+
+    assert isinstance(mapped, DatabaseSessionLost)
+    assert mapped.status == 503
+    assert mapped.headers["Retry-After"] == "1"
+
 @pytest.mark.django_db(transaction=True)
 def test_a_row_lock_held_too_long_is_503_lock_timeout_and_nothing_is_stored(create_order, product):
     # Given another transaction holding the product's row lock

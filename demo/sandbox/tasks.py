@@ -4,6 +4,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from config.celery import whole_seconds
 from demo.sandbox.delivery import MAX_RETRIES, notification_deliver
 
 
@@ -16,7 +17,7 @@ def deliver_notification(self: Task[Any, Any], notification_id: int) -> str:
     """
     result = notification_deliver(notification_id=notification_id)
     if result.retry_in is not None:
-        raise self.retry(countdown=result.retry_in)
+        raise self.retry(countdown=whole_seconds(result.retry_in))
     return result.status
 
 

@@ -22,6 +22,7 @@ from tests.cluster.conftest import LOCK_TIMEOUT_MS, pooled_settings
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import client_for, new_key
 from tests.factories import ProductFactory, UserFactory
+from tests.processes import child_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -158,3 +159,43 @@ def test_the_per_user_advisory_lock_still_serialises_creations_through_the_poole
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
         assert cursor.fetchone()[0] == 0  # nothing left held on any server connection
+
+
+def test_a_server_session_ended_mid_request_is_503_and_the_retry_creates_the_order(
+    through_pgbouncer,
+):
+    # PgBouncer tells a client whose server session died under it "server conn
+    # crashed?" (SQLSTATE 08P01, a connection exception), then closes the client.
+    user, product = UserFactory.create(), ProductFactory.create(stock=10)
+    api, key = client_for(user), new_key()
+    primary = psycopg.connect(child_database_url(), autocommit=True)
+    ended: list[int] = []
+
+    def end_the_server_session(execute, sql, params, many, context):
+        # Just before the order's INSERT, the server session serving this client is
+        # terminated (the chaos run's `terminate-backends`, at a chosen moment).
+        if not ended and sql.startswith('INSERT INTO "orders_order"'):
+            raw = context["cursor"]
+            raw.execute("SELECT pg_backend_pid()")
+            (pid,) = raw.fetchone()
+            primary.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+            ended.append(pid)
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.execute_wrapper(end_the_server_session):
+            lost = post_order(api, product, key)
+        retried = post_order(api, product, key)
+    finally:
+        primary.close()
+
+    assert ended
+    assert lost.status_code == 503
+    assert lost.json()["code"] == "service-unavailable"
+    assert lost["Retry-After"]
+    # What the lost session had not committed went with it: the retry runs afresh.
+    assert retried.status_code == 201
+    assert retried["Idempotent-Replayed"] == "false"
+    assert Order.objects.filter(user=user).count() == 1
+    assert Product.objects.get(pk=product.pk).stock == 9
+

@@ -25,6 +25,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from config.celery import whole_seconds
 from demo.sandbox.models import Charge, Notification, Refund
 from demo.sandbox.services.declines import DECLINE_EXCEEDS_REFUNDABLE, DECLINE_INSUFFICIENT_FUNDS
 from demo.sandbox.services.faults import NO_FAULTS, AppliedFaults
@@ -41,7 +42,7 @@ def late_success_enqueue(*, charge_id: int, countdown: float) -> None:
     # the sandbox is served (SANDBOX_ENABLED), not wherever the shop imports services.
     from demo.sandbox.tasks import settle_late_success
 
-    settle_late_success.apply_async(args=(charge_id,), countdown=countdown)
+    settle_late_success.apply_async(args=(charge_id,), countdown=whole_seconds(countdown))
 
 
 def late_success_schedule(*, charge: Charge) -> None:
@@ -96,7 +97,7 @@ def refund_late_success_enqueue(*, refund_id: int, countdown: float) -> None:
     """Hand a refund's late success to Celery (after its declined row committed)."""
     from demo.sandbox.tasks import settle_refund_late_success
 
-    settle_refund_late_success.apply_async(args=(refund_id,), countdown=countdown)
+    settle_refund_late_success.apply_async(args=(refund_id,), countdown=whole_seconds(countdown))
 
 
 def refund_late_success_schedule(*, refund: Refund) -> None:

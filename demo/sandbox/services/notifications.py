@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
+from config.celery import whole_seconds
 from demo.sandbox.models import Charge, Notification, Refund
 from demo.sandbox.serializers import charge_json, refund_json
 from demo.sandbox.services.faults import NO_FAULTS, AppliedFaults
@@ -30,7 +31,7 @@ def notification_enqueue(*, notification_id: int, countdown: float) -> None:
     # SANDBOX_ENABLED).
     from demo.sandbox.tasks import deliver_notification
 
-    deliver_notification.apply_async(args=(notification_id,), countdown=countdown)
+    deliver_notification.apply_async(args=(notification_id,), countdown=whole_seconds(countdown))
 
 
 def charge_notifications_schedule(

@@ -225,6 +225,32 @@ def test_a_server_error_other_than_503_with_retry_after_is_flagged(status, retry
     assert {v.message.split(" ")[0] for v in violations} == {"read", "pay"}
 
 
+
+def node_kill(t: float) -> dict[str, Any]:
+    return {"type": "nemesis", "kind": "kill-node", "target": "node-2", "t": t}
+
+
+@pytest.mark.parametrize(
+    ("answered_at", "status", "code", "flagged"),
+    [
+        (100.2, 502, "", False),  # HAProxy's page: the node died under the request
+        (100.2, 502, "internal-error", True),  # a 502 from the shop itself is one
+        (100.2, 500, "internal-error", True),  # the shop's 500 is never excused
+        (130.0, 502, "", True),  # long after the kill: nothing explains it
+        (99.0, 502, "", True),  # before the kill
+    ],
+)
+def test_the_load_balancers_502_right_after_a_node_kill_is_no_answer(
+    answered_at, status, code, flagged
+):
+    history = good_history()
+    history.insert(0, node_kill(100.0))
+    history.insert(4, request(PAY_KEY, PAY_PATH, status, code=code, t=answered_at))
+
+    violations = check(history, good_books())
+
+    assert rules(violations) == (["no 5xx but 503"] if flagged else [])
+
 def test_a_503_with_retry_after_on_any_endpoint_passes():
     history = good_history()
     history.insert(0, request(None, "/api/v1/products/", 503, method="GET"))
