@@ -51,7 +51,6 @@ def test_a_session_ended_under_pgbouncer_is_503_session_lost_not_500():
     assert mapped.headers["Retry-After"] == "1"
 
 
-
 @pytest.mark.parametrize(
     "cause",
     [
@@ -68,6 +67,7 @@ def test_a_connection_exception_is_503_session_lost_not_500(cause):
     assert isinstance(mapped, DatabaseSessionLost)
     assert mapped.status == 503
     assert mapped.headers["Retry-After"] == "1"
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_row_lock_held_too_long_is_503_lock_timeout_and_nothing_is_stored(create_order, product):

@@ -198,4 +198,3 @@ def test_a_server_session_ended_mid_request_is_503_and_the_retry_creates_the_ord
     assert retried["Idempotent-Replayed"] == "false"
     assert Order.objects.filter(user=user).count() == 1
     assert Product.objects.get(pk=product.pk).stock == 9
-

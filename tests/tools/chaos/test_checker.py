@@ -225,7 +225,6 @@ def test_a_server_error_other_than_503_with_retry_after_is_flagged(status, retry
     assert {v.message.split(" ")[0] for v in violations} == {"read", "pay"}
 
 
-
 def node_kill(t: float) -> dict[str, Any]:
     return {"type": "nemesis", "kind": "kill-node", "target": "node-2", "t": t}
 
@@ -250,6 +249,7 @@ def test_the_load_balancers_502_right_after_a_node_kill_is_no_answer(
     violations = check(history, good_books())
 
     assert rules(violations) == (["no 5xx but 503"] if flagged else [])
+
 
 def test_a_503_with_retry_after_on_any_endpoint_passes():
     history = good_history()
