@@ -136,8 +136,12 @@ def _forget_unacked(broker: redis.Redis) -> None:
             broker.zrem(UNACKED_INDEX, tag)
 
 
-def start_worker(extra_env: dict[str, str] | None = None) -> Iterator[Worker]:
-    """Start a worker on the test database; stop it (and empty its queue) afterwards."""
+def start_worker(
+    extra_env: dict[str, str] | None = None, *, concurrency: int = 1
+) -> Iterator[Worker]:
+    """Start a worker on the test database; stop it (and empty its queue) afterwards.
+
+    ``concurrency``: its pool processes (one by default: the tests' tasks run in turn)."""
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.delete(TEST_QUEUE)  # no stale message from earlier tests reaches this worker
     _forget_unacked(broker)
@@ -162,7 +166,7 @@ def start_worker(extra_env: dict[str, str] | None = None) -> Iterator[Worker]:
             "--pool",
             "prefork",
             "--concurrency",
-            "1",
+            str(concurrency),
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",

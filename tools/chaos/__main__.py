@@ -3,7 +3,9 @@
     python -m tools.chaos --orders 10000 --clients 16 --seed 7
 
 Exits 0 when the history and the books agree and the audit is clean, 1 on any
-violation (each printed with the requests that show it), 2 on bad arguments.
+violation (each printed with the requests that show it), 2 on bad arguments, 3 when
+the cluster (``--topology cluster``) never became ready: an environment failure (the
+machine's load, a port, the broker), not a verdict; nothing was tried.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import sys
 import time
 from pathlib import Path
 
-from tools.chaos.run import Run, RunOptions
+from tools.chaos.run import NeverReady, Run, RunOptions
 
 OUT = Path(__file__).resolve().parent / "out"
+# The exit statuses (see the module's docstring); 2 is argparse's own.
+EXIT_VIOLATIONS = 1
+EXIT_NEVER_READY = 3
 
 
 def parse(argv: list[str]) -> RunOptions:
@@ -92,9 +97,13 @@ def main(argv: list[str]) -> int:
         atexit.register(server.stop)
     run = Run(options)
     started = time.monotonic()
-    violations = run.execute()
+    try:
+        violations = run.execute()
+    except NeverReady as error:
+        print(f"chaos: no verdict, the cluster never became ready: {error}", file=sys.stderr)
+        return EXIT_NEVER_READY
     print(f"chaos: {len(violations)} violation(s) in {time.monotonic() - started:.0f} s")
-    return 1 if violations else 0
+    return EXIT_VIOLATIONS if violations else 0
 
 
 if __name__ == "__main__":

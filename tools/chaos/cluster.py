@@ -55,6 +55,9 @@ CLUSTER_NODES = 3
 RABBITMQCTL = "/usr/sbin/rabbitmqctl"  # Debian's rabbitmq-server
 # The cluster's ports span PORT .. PORT+31 (demo/cluster/runner.py's offsets).
 PORT_SPAN = 32
+# Blocks are chosen from here up to the kernel's ephemeral range (listed in this file).
+PORT_FLOOR = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 # Starting the cluster runs initdb, pg_basebackup, the migrations and three
 # gunicorns on a busy 2-core machine: minutes, not seconds.
 CLUSTER_READY_S = 300.0
@@ -76,11 +79,30 @@ CLUSTER_WEIGHTS = {
 }
 
 
+class ClusterNotReady(RuntimeError):
+    """The cluster never answered: the machine or an engine failed, no verdict on the shop."""
+
+
+def ephemeral_ports(path: Path = EPHEMERAL_RANGE) -> tuple[int, int]:
+    """The kernel's range of ports for outgoing connections (Linux's default if unknown)."""
+    try:
+        low, high = path.read_text().split()
+    except (OSError, ValueError):
+        return 32768, 60999
+    return int(low), int(high)
+
+
 def free_port_block(span: int = PORT_SPAN) -> int:
-    """A base port with ``span`` free ports from it (probed: nothing listens there)."""
+    """A base port with ``span`` free ports from it (probed: nothing listens there).
+
+    Below the kernel's ephemeral range: a port in it can be taken by any outgoing
+    connection (this run's customers, another run's) between the probe and the
+    cluster's bind, and a loaded machine opens thousands of them.
+    """
     rng = random.Random()
+    below = ephemeral_ports()[0]
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - span, 100)
+        base = rng.randrange(PORT_FLOOR, below - span, 100)
         if all(_free(base + offset) for offset in range(span)):
             return base
     raise RuntimeError(f"no block of {span} free ports found")
@@ -110,9 +132,12 @@ def pidfile_pid(path: Path) -> int:
 
 
 def rabbitmqctl(*args: str) -> str:
-    done = subprocess.run(
-        [RABBITMQCTL, *args], capture_output=True, text=True, check=False, timeout=60
-    )
+    try:
+        done = subprocess.run(
+            [RABBITMQCTL, *args], capture_output=True, text=True, check=False, timeout=60
+        )
+    except subprocess.TimeoutExpired as error:
+        raise RuntimeError(f"rabbitmqctl {args[0]}: no answer in {error.timeout:.0f} s") from None
     if done.returncode != 0:
         raise RuntimeError(f"rabbitmqctl {args[0]} failed: {done.stderr.strip()}")
     return done.stdout
@@ -168,35 +193,46 @@ class ClusterDeployment:
                 "CLUSTER_NODES": str(CLUSTER_NODES),
                 "CLUSTER_BROKER_URL": self.broker_url,
                 "ONCESHOP_VAR_DIR": str(self.out),
+                # The runner waits for its web servers as long as the run waits for it.
+                "CLUSTER_READY_TIMEOUT_S": str(CLUSTER_READY_S),
             },
             log_dir=self.out / "logs",
         )
 
     def start(self) -> None:
-        """Start the runner (a no-op when it runs) and wait for its state.json."""
+        """Start the runner (a no-op when it runs) and wait for its state.json.
+
+        Raises ClusterNotReady if the broker's virtual host cannot be set up, the
+        runner exits, or the cluster does not answer within CLUSTER_READY_S.
+        """
         assert self.runner is not None
         if self.runner.alive:
             return
         with contextlib.suppress(RuntimeError):
             rabbitmqctl("add_vhost", self.vhost)
-        rabbitmqctl("set_permissions", "-p", self.vhost, "guest", ".*", ".*", ".*")
+        try:
+            rabbitmqctl("set_permissions", "-p", self.vhost, "guest", ".*", ".*", ".*")
+        except RuntimeError as error:
+            raise ClusterNotReady(f"the run's virtual host: {error}") from None
         self.state_file.unlink(missing_ok=True)
         self.runner.start()
+        log = self.out / "logs" / "cluster.log"
         deadline = time.monotonic() + CLUSTER_READY_S
         while not self.state_file.exists():
             if not self.runner.alive:
-                raise RuntimeError("the cluster exited; see tools/chaos/out/logs/cluster.log")
+                raise ClusterNotReady(f"the cluster's runner exited; see {log}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the cluster did not come up in {CLUSTER_READY_S:.0f} s")
+                raise ClusterNotReady(f"the cluster did not come up in {CLUSTER_READY_S:.0f} s")
             time.sleep(0.5)  # the runner writes state.json once every node answers
         self.wait_ready()
 
     def wait_ready(self) -> None:
+        """Every node and HAProxy answer /healthz; ClusterNotReady after CLUSTER_READY_S."""
         deadline = time.monotonic() + CLUSTER_READY_S
         for url in [*self.shop_urls, *(node["url"] for node in self.state()["nodes"])]:
             while not _healthy(url):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{url} did not answer /healthz")
+                    raise ClusterNotReady(f"{url} did not answer /healthz")
                 time.sleep(0.5)
 
     def stop(self) -> None:

@@ -1,14 +1,25 @@
-"""The cluster run's nemesis: which processes a node kill takes, read from state.json."""
+"""The cluster run: its nemesis (which processes a node kill takes, read from state.json),
+its ports, and a start-up that fails told apart from a verdict."""
 
 import json
+import os
 import random
+import socket
 import subprocess
 import sys
 
+import pytest
+
+from tests.processes import ROOT
 from tools.chaos.cluster import (
     CLUSTER_WEIGHTS,
+    PORT_FLOOR,
+    PORT_SPAN,
+    RABBITMQCTL,
     ClusterDeployment,
     ClusterNemesis,
+    ephemeral_ports,
+    free_port_block,
     node_victims,
     pidfile_pid,
 )
@@ -105,3 +116,52 @@ def test_the_runners_restarts_are_counted_from_its_log(tmp_path):
     )
 
     assert deployment.restarts() == {"node-2-web": 2, "pgbouncer": 1}
+
+
+def test_a_port_block_lies_below_the_kernels_ephemeral_ports():
+    # An outgoing connection (of this run, or of another) can take any ephemeral port
+    # between the probe and the cluster's bind: a block there fails the start under load.
+    below = ephemeral_ports()[0]
+
+    bases = [free_port_block() for _ in range(20)]
+
+    assert all(base >= PORT_FLOOR and base + PORT_SPAN <= below for base in bases), bases
+
+
+def test_the_ephemeral_range_is_read_from_the_kernel(tmp_path):
+    listed = tmp_path / "ip_local_port_range"
+    listed.write_text("40000\t50000\n")
+
+    assert ephemeral_ports(listed) == (40000, 50000)
+    assert ephemeral_ports(tmp_path / "absent") == (32768, 60999)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(RABBITMQCTL, os.X_OK), reason="needs rabbitmqctl")
+def test_a_cluster_that_never_becomes_ready_exits_3_with_no_verdict(tmp_path):
+    # Given a machine where the cluster cannot start (its Redis does not answer: the
+    # cluster's runner refuses to start and exits at once)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        nobody = probe.getsockname()[1]
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{nobody}/0"}
+
+    # When the cluster run is started
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "tools.chaos", "--topology", "cluster"),
+            *("--orders", "1", "--clients", "1", "--out", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    # Then it says so, apart from any verdict, and nothing was tried
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "the cluster never became ready" in done.stderr
+    assert "violation" not in done.stdout
+    assert not (tmp_path / "report.md").exists()
