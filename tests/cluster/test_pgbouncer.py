@@ -164,8 +164,10 @@ def test_the_per_user_advisory_lock_still_serialises_creations_through_the_poole
 def test_a_server_session_ended_mid_request_is_503_and_the_retry_creates_the_order(
     through_pgbouncer,
 ):
-    # PgBouncer tells a client whose server session died under it "server conn
-    # crashed?" (SQLSTATE 08P01, a connection exception), then closes the client.
+    # A server session terminated between two statements of a request's transaction:
+    # PgBouncer relays the server's goodbye (57P01) to the client linked to it. (When
+    # the pooler sees the break first it says "server conn crashed?", 08P01 instead:
+    # tests/test_errors.py maps that one; its timing cannot be chosen from here.)
     user, product = UserFactory.create(), ProductFactory.create(stock=10)
     api, key = client_for(user), new_key()
     primary = psycopg.connect(child_database_url(), autocommit=True)
