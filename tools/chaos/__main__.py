@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from tools.chaos.run import NeverReady, Run, RunOptions
+from tools.chaos.cluster import ClusterNotReady
+from tools.chaos.run import Run, RunOptions
 
 OUT = Path(__file__).resolve().parent / "out"
 # The exit statuses (see the module's docstring); 2 is argparse's own.
@@ -99,7 +100,7 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     try:
         violations = run.execute()
-    except NeverReady as error:
+    except ClusterNotReady as error:  # raised only by the first start: nothing was tried
         print(f"chaos: no verdict, the cluster never became ready: {error}", file=sys.stderr)
         return EXIT_NEVER_READY
     print(f"chaos: {len(violations)} violation(s) in {time.monotonic() - started:.0f} s")

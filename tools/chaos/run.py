@@ -27,12 +27,7 @@ import redis
 from tools.bench import database
 from tools.chaos.books import books_read
 from tools.chaos.checker import Violation, check
-from tools.chaos.cluster import (
-    ClusterDeployment,
-    ClusterNemesis,
-    ClusterNotReady,
-    free_port_block,
-)
+from tools.chaos.cluster import ClusterDeployment, ClusterNemesis, free_port_block
 from tools.chaos.customers import Budget, Customer, Shelf
 from tools.chaos.deployment import ROOT, Deployment
 from tools.chaos.history import History, history_read
@@ -75,15 +70,6 @@ QUEUE = "celery"
 QUIET_PASSES = 5
 
 
-class NeverReady(Exception):
-    """The deployment never became ready, so nothing was tried: no verdict (exit 3).
-
-    The machine's doing (load, a port, the broker), not the shop's: the history has
-    no request in it. A deployment that stops answering later, under the nemesis,
-    is not this.
-    """
-
-
 @dataclass(frozen=True)
 class RunOptions:
     orders: int
@@ -123,10 +109,7 @@ class Run:
         try:
             if isinstance(deployment, ClusterDeployment):
                 say(f"starting the cluster on ports {self.cluster_port}.. ...")
-                try:
-                    deployment.start()  # it migrates its own database: before the seed
-                except ClusterNotReady as error:
-                    raise NeverReady(str(error)) from error
+                deployment.start()  # it migrates its own database: before the seed
                 env = self._attach(deployment, env)
             customers, staff_token = self._seed(deployment, history)
         except BaseException:
