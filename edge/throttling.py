@@ -28,10 +28,10 @@ from edge.ratelimit import Rate, hashed, hit
 class UserRateThrottle(SimpleRateThrottle):
     scope = "user"
 
-    def get_ident(self, request: Request) -> str:
+    def get_ident(self, request: Request | HttpRequest) -> str:
         return client_address(request)
 
-    def get_cache_key(self, request: Request, view: Any) -> str:
+    def get_cache_key(self, request: Request | HttpRequest, view: Any) -> str:
         ident = request.user.pk if request.user.is_authenticated else self.get_ident(request)
         return f"throttle:{self.scope}:{ident}"
 
@@ -39,17 +39,30 @@ class UserRateThrottle(SimpleRateThrottle):
         parsed = Rate.parse(rate or "")  # empty: no limit
         return (parsed.limit, parsed.period_s) if parsed else (None, None)
 
-    def allow_request(self, request: Request, view: Any) -> bool:
+    def allow_request(self, request: Request | HttpRequest, view: Any) -> bool:
+        """Count the request once, however often it is checked: a replay's fast path
+        (idempotency/replay.py) checks before the view, which may check again."""
         limit, period = self.parse_rate(self.rate)
         if limit is None or period is None:
             return True
-        rate = Rate(limit=limit, period_s=period)
-        wait = hit(self.get_cache_key(request, view), rate)
+        key = self.get_cache_key(request, view)
+        counted = _counted(request)
+        if key not in counted:
+            counted[key] = hit(key, Rate(limit=limit, period_s=period))
+        wait = counted[key]
         self._wait = wait or 0.0
         return wait is None
 
     def wait(self) -> float:
         return self._wait
+
+
+def _counted(request: Request | HttpRequest) -> dict[str, float | None]:
+    """The waits this request was given, by counter (on the Django request, which
+    outlives DRF's wrapper of it)."""
+    django_request = request._request if isinstance(request, Request) else request
+    counted: dict[str, float | None] = django_request.__dict__.setdefault("throttle_waits", {})
+    return counted
 
 
 class CallbackRateThrottle(UserRateThrottle):
@@ -65,7 +78,7 @@ class CallbackRateThrottle(UserRateThrottle):
     def get_rate(self) -> str:
         return str(settings.CALLBACK_RATE_PER_ADDRESS)
 
-    def get_cache_key(self, request: Request, view: Any) -> str:
+    def get_cache_key(self, request: Request | HttpRequest, view: Any) -> str:
         return f"throttle:{self.scope}:{client_address(request)}"
 
 

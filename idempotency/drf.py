@@ -12,24 +12,29 @@ behaviour matrix of docs/design.md:
 4. the body, by the view's serializer: 400 ``validation-error``, never stored;
 5. the core: replay, 409 in flight, 422 mismatch, or run the flow.
 
-A replay (a finished record, the same fingerprint) and a live lock's 409 are
-answered between 3 and 4, from the record authentication read with the token
-(``idempotency/replay.py``): the same checks before it, the same bytes after.
+A token request's replay is answered before all of this, by the fast path in
+``idempotency/replay.py`` (the same checks, the same bytes); whatever it does
+not answer comes here with what it read: the token authenticates without a
+second SELECT (``ReadTokenAuthentication``) and the core's first look reuses the
+record (``read_once``).
 
 ``IDEMPOTENCY_ENABLED=false`` (benchmarks, the test that the other layers hold
-alone) is read here and only here: the flow then runs without the core
-(``idempotency/unkeyed.py``), and nothing is looked up or replayed.
+alone) is read by this integration only (here, and by the fast path, which then
+answers nothing): the flow runs without the core (``idempotency/unkeyed.py``),
+and nothing is looked up or replayed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import MethodNotAllowed, NotFound
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
@@ -40,20 +45,68 @@ from edge.auth import TokenAuthentication
 from edge.bounds import fits_column
 from edge.errors import PROBLEM_CONTENT_TYPE
 from edge.openapi import ProblemSerializer
-from idempotency.core import KeyRequest, Outcome, execute
+from idempotency.core import KeyRequest, Lookup, Outcome, execute
 from idempotency.header import HEADER, HEADER_PATTERN, parse_idempotency_key
 from idempotency.models import IdempotencyKey
-from idempotency.replay import (
-    ReplayTokenAuthentication,
-    read_once,
-    replay_outcome,
-    stored_record,
-)
+from idempotency.sql import record_find
 from idempotency.unkeyed import run_unkeyed
 from observability import context, tracking
 
 JSON_CONTENT_TYPE = "application/json"
 REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+@dataclass(frozen=True)
+class TokenRead:
+    """What the replay's fast path read before the view: the token presented (None: no
+    such token) with its user, and that user's record under the request's key."""
+
+    token_key: str
+    key: str
+    token: Token | None
+    record: IdempotencyKey | None
+
+
+# The attribute of the Django request that holds it (DRF's Request reads it through).
+FAST_PATH_READ = "idempotency_fast_path_read"
+
+
+class ReadTokenAuthentication(TokenAuthentication):
+    """The API's token authentication, reusing the token the fast path read.
+
+    Every check of DRF's class is kept (header syntax, unknown token, inactive
+    user, the column bound of ``edge.auth``); only the SELECT is saved. Anything
+    else (nothing read, another token, a token unknown or its user inactive) goes
+    to DRF's own query and its own refusal, word for word.
+    """
+
+    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
+        self._read: TokenRead | None = getattr(request._request, FAST_PATH_READ, None)
+        return super().authenticate(request)
+
+    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+        read = self._read
+        if read is None or read.token_key != key or read.token is None:
+            return super().authenticate_credentials(key)
+        if not read.token.user.is_active:
+            return super().authenticate_credentials(key)  # DRF's refusal, in its words
+        return read.token.user, read.token
+
+
+def read_once(request: Request) -> Lookup:
+    """The core's first look at the record (``core.execute``'s ``lookup``): the one the
+    fast path read moments ago with the caller's token, so a new key costs no second
+    SELECT. Any later look, or one for another user or key, reads the database."""
+    read = getattr(request._request, FAST_PATH_READ, None)
+    unused = [] if read is None or read.token is None else [(read.token.user_id, read.key)]
+
+    def lookup(*, user_id: int, key: str) -> IdempotencyKey | None:
+        if unused and unused.pop() == (user_id, key):
+            assert read is not None
+            return read.record
+        return record_find(user_id=user_id, key=key)
+
+    return lookup
 
 
 class IdempotentApi(APIView):
@@ -64,11 +117,11 @@ class IdempotentApi(APIView):
     def get_authenticators(self) -> list[BaseAuthentication]:
         authenticators = super().get_authenticators()
         # (The schema generator's fake view documents DRF's token scheme, which this is.)
-        if not settings.IDEMPOTENCY_ENABLED or getattr(self, "swagger_fake_view", False):
+        if getattr(self, "swagger_fake_view", False):
             return authenticators
-        # The token read with the request's key record: a replay's one statement.
+        # The token the fast path read with the request's key record, not read again.
         return [
-            ReplayTokenAuthentication() if type(a) is TokenAuthentication else a
+            ReadTokenAuthentication() if type(a) is TokenAuthentication else a
             for a in authenticators
         ]
 
@@ -86,26 +139,6 @@ class IdempotentApi(APIView):
         self.idempotency_key = parse_idempotency_key(request.headers.get(HEADER))
         # The logs name the key by its hash only (never the key itself).
         context.bind(user_id=request.user.pk, key_hash=context.key_hash(self.idempotency_key))
-        if settings.IDEMPOTENCY_ENABLED:
-            self._answer_replay(request)
-
-    def _answer_replay(self, request: Request) -> None:
-        """Answer a replay (or a live lock's 409) now, before the handler runs."""
-        record = stored_record(request, user_id=current_user_id(request), key=self.idempotency_key)
-        if record is None:
-            return  # a new key: on to the handler
-        body = request.data  # parsed here only when there is a record to compare it with
-        with tracking.idempotent_request(route=_route(request)) as done:
-            outcome = replay_outcome(request, record, body=body)
-            if outcome is None:
-                return  # not a replay: on to the handler, the serializer and the core
-            done(True)
-        raise _Answered(_stored_response(outcome))
-
-    def handle_exception(self, exc: Exception) -> Any:
-        if isinstance(exc, _Answered):
-            return exc.response
-        return super().handle_exception(exc)
 
     def idempotent(self, request: Request, flow: Callable[[IdempotencyKey], None]) -> HttpResponse:
         """Run ``flow`` under the request's key, or replay what it answered before."""
@@ -118,13 +151,13 @@ class IdempotentApi(APIView):
         )
         # The layer's one switch, where it is plugged in: off (a benchmark, the test of
         # the other layers) the flow runs without the core (idempotency/unkeyed.py).
-        with tracking.idempotent_request(route=_route(request)) as done:
+        with tracking.idempotent_request(route=route_of(request)) as done:
             if settings.IDEMPOTENCY_ENABLED:
                 outcome = execute(key_request, flow, lookup=read_once(request))
             else:
                 outcome = run_unkeyed(key_request, flow)
             done(outcome.replayed)
-        return _stored_response(outcome)
+        return stored_response(outcome)
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)
@@ -134,19 +167,12 @@ class IdempotentApi(APIView):
         return response
 
 
-class _Answered(Exception):
-    """Raised from ``initial`` with a replay's response, which ``handle_exception`` returns."""
-
-    def __init__(self, response: HttpResponse) -> None:
-        super().__init__()
-        self.response = response
-
-
-def _route(request: Request) -> str:
+def route_of(request: HttpRequest | Request) -> str:
+    """The metrics' name of the request's endpoint."""
     return request.resolver_match.view_name if request.resolver_match else "unmatched"
 
 
-def _stored_response(outcome: Outcome) -> HttpResponse:
+def stored_response(outcome: Outcome) -> HttpResponse:
     """The answer a key's record holds, fresh or replayed: the one way it is sent."""
     # The stored text as it is: the JSON was encoded once, when it was stored, and
     # a replay sends the same bytes as the first answer.

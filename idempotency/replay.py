@@ -1,119 +1,185 @@
-"""A replay answered from the stored bytes: one PostgreSQL and one Redis round trip.
+"""Fast path: a token request's replay answered before DRF's view machinery.
 
 Why this exists: a replay is what a retry storm sends after an outage, so it is
 the answer the key layer gives most often when it matters most. Through DRF's
-whole view (authentication, then the body's serializer, then the core's key
-lookup) it cost two statements and the serializer's work before reaching the
-one row it sends back. Here the API's token and the (user, key) record are read
-in one statement (``sql.token_and_record_find``), DRF's permission and throttle
-checks run as for any request (the throttle is its one Redis round trip: a
-replay is still a request), and a finished record with this request's
-fingerprint is answered there, before the view's handler, the serializer or the
-core run. The packages that answer replays faster do it from a middleware,
-before authentication, which is how they serve one user's answer to another:
-here the record is found only through the caller's own credentials.
+view it paid for the request wrapper, content negotiation, the authenticator,
+permission and throttle objects, the body's parser and the view's checks, each
+built for the general case, before sending one stored row. The packages that
+answer faster do it from a middleware before authentication, which is how they
+serve one user's answer to another. This middleware answers from the same
+place, but finds the record only through the caller's own token: the token, its
+user and the (user, key) record are one SELECT (``sql.token_and_record_find``),
+and the throttle is its one Redis round trip (a replay is still a request).
 
-Anything that is not a finished replay (or a live lock's 409) goes on to the
-view as before, so every other row of the behaviour matrix keeps its one path:
-no record, another fingerprint (the body is validated first, then 422), a lock
-free or stale (the retry takes it over), a request without a token (a session:
-its record is read after DRF authenticated it, one statement more).
+The reference it must agree with is the normal path: ``IdempotentApi.initial``
+(authentication, permissions, throttles, method, path, key header), then the
+view's handler and ``core.execute``, which replays a finished record with the
+same fingerprint. ``tests/idempotency/test_replay.py`` sends the behaviour
+matrix's rows through both and compares the answers byte for byte.
+
+It answers only a finished record with this request's fingerprint, and only
+when every check passes as DRF would pass it; it refuses nothing itself. Anything
+else goes on to the view, which answers it as before: no token (a session), a
+header DRF would refuse, an ``Accept`` or ``Content-Type`` other than plain
+JSON, a permission or throttle class that is not the project's own, a
+permission refused, a throttle's refusal (counted here once: DRF's check then
+reads that count, ``edge.throttling``), an unknown token or inactive user, a
+record unfinished (409 or a takeover) or with another fingerprint (the body is
+validated first, then 422). What it read goes on with it: the token
+authenticates without a second SELECT and the core's first look reuses the
+record (``idempotency/drf.py``), so a new key costs no statement more.
+
+It is the last middleware: every other one has run on the way in and runs on the
+way out, for a replay as for a first answer, and DRF's own ``finalize_response``
+adds the view's headers (``Allow``), so the two answers carry the same headers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
-from django.http import HttpRequest
-from django.utils import timezone
-from rest_framework.permissions import SAFE_METHODS
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from rest_framework import HTTP_HEADER_ENCODING
+from rest_framework.permissions import SAFE_METHODS, IsAuthenticated
 from rest_framework.request import Request
+from rest_framework.settings import api_settings
 
-from edge.auth import TokenAuthentication
 from edge.bounds import fits_column
 from edge.errors import ApplicationError
-from idempotency.core import Outcome, fingerprint, lock_remaining_s
-from idempotency.errors import IdempotencyKeyInUse
+from edge.strictjson import StrictJSONParser, loads
+from edge.throttling import UserRateThrottle
+from idempotency.core import Outcome, fingerprint
+from idempotency.drf import (
+    FAST_PATH_READ,
+    IdempotentApi,
+    ReadTokenAuthentication,
+    TokenRead,
+    route_of,
+    stored_response,
+)
 from idempotency.header import HEADER, parse_idempotency_key
 from idempotency.models import IdempotencyKey
-from idempotency.sql import record_find, token_and_record_find
+from idempotency.sql import token_and_record_find
+from observability import context, tracking
 
-# Set on the Django request by ``ReplayTokenAuthentication``: the record found with
-# the token, or None when the user has none under this key.
-_FOUND = "idempotency_record"
-
-
-class ReplayTokenAuthentication(TokenAuthentication):
-    """The API's token authentication, reading the request's key record in the same query.
-
-    Every check of DRF's class is kept (header syntax, unknown token, inactive
-    user, the column bound of ``edge.auth``); only the SELECT is wider. A key
-    header no record can hold is left to the view (400): the token is then read
-    alone, as DRF reads it.
-    """
-
-    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
-        self._request = request._request
-        return super().authenticate(request)
-
-    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        if self._request.method in SAFE_METHODS:
-            return super().authenticate_credentials(key)  # a read: no key, no record
-        try:
-            idempotency_key = parse_idempotency_key(self._request.headers.get(HEADER))
-        except ApplicationError:  # missing or malformed: the view answers 400 after auth
-            return super().authenticate_credentials(key)
-        if not fits_column(type(self).get_model(self), "key", key):
-            return super().authenticate_credentials(key)  # refused there, as unknown
-        found = token_and_record_find(token_key=key, key=idempotency_key)
-        if found is None or not found[0].user.is_active:
-            return super().authenticate_credentials(key)  # DRF's own refusal, word for word
-        token, record = found
-        setattr(self._request, _FOUND, record)
-        return token.user, token
+# What DRF's negotiation would answer with JSON for, and never with 406.
+_JSON_ACCEPTED = frozenset({None, "*/*", "application/json"})
 
 
-def stored_record(request: Request, *, user_id: int, key: str) -> IdempotencyKey | None:
-    """The caller's record under ``key``: as authentication found it, else one SELECT."""
-    django_request: HttpRequest = request._request
-    if hasattr(django_request, _FOUND):
-        found: IdempotencyKey | None = getattr(django_request, _FOUND)
-        return found
-    record = record_find(user_id=user_id, key=key)
-    setattr(django_request, _FOUND, record)
-    return record
+class ReplayMiddleware:
+    """Answer a token request's replay from its record; let everything else through."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
+    ) -> HttpResponseBase | None:
+        view_class = getattr(view_func, "cls", None)  # DRF's as_view() names its class
+        if not (isinstance(view_class, type) and issubclass(view_class, IdempotentApi)):
+            return None
+        if not settings.IDEMPOTENCY_ENABLED or request.method in SAFE_METHODS:
+            return None
+        view = view_class(**view_func.initkwargs)
+        view.setup(request, *view_args, **view_kwargs)  # as as_view() does (HEAD from GET)
+        read = _token_read(request, view)
+        if read is None:
+            return None
+        setattr(request, FAST_PATH_READ, read)  # for the view, should it go on there
+        if read.token is None or read.record is None or not read.record.is_finished:
+            return None
+        return _replayed(request, view, read)
 
 
-def read_once(request: Request) -> Callable[..., IdempotencyKey | None]:
-    """The core's first look at the record (``core.execute``'s ``lookup``): the one this
-    request has already read, moments ago, so a new key costs no second SELECT."""
-    django_request: HttpRequest = request._request
+def _token_read(request: HttpRequest, view: IdempotentApi) -> TokenRead | None:
+    """The presented token and its user's record, read together; None when the view's
+    own checks would refuse the request before authentication finds either."""
+    method = (request.method or "").lower()
+    if method not in view.http_method_names or not hasattr(view, method):
+        return None  # 405, from the view
+    if not fits_column(IdempotencyKey, "path", request.path):
+        return None  # 404, from the view
+    try:
+        key = parse_idempotency_key(request.headers.get(HEADER))
+    except ApplicationError:
+        return None  # 400 after authentication, from the view
+    token_key = _presented_token(request, view)
+    if token_key is None:
+        return None
+    found = token_and_record_find(token_key=token_key, key=key)
+    token, record = found if found is not None else (None, None)
+    return TokenRead(token_key=token_key, key=key, token=token, record=record)
 
-    def lookup(*, user_id: int, key: str) -> IdempotencyKey | None:
-        if hasattr(django_request, _FOUND):
-            found: IdempotencyKey | None = getattr(django_request, _FOUND)
-            delattr(django_request, _FOUND)  # once: a later look reads the database
-            return found
-        return record_find(user_id=user_id, key=key)
 
-    return lookup
+def _presented_token(request: HttpRequest, view: IdempotentApi) -> str | None:
+    """The token DRF's first authenticator would look up, if it is the API's token one
+    and the header is one it accepts (any other header: DRF refuses it or tries the
+    next authenticator, and the view says which)."""
+    authenticators = view.get_authenticators()
+    if not authenticators or type(authenticators[0]) is not ReadTokenAuthentication:
+        return None
+    words = request.META.get("HTTP_AUTHORIZATION", "").encode(HTTP_HEADER_ENCODING).split()
+    if len(words) != 2 or words[0].lower() != authenticators[0].keyword.lower().encode():
+        return None
+    try:
+        token_key = words[1].decode()
+    except UnicodeError:
+        return None
+    return token_key if fits_column(authenticators[0].get_model(), "key", token_key) else None
 
 
-def replay_outcome(request: Request, record: IdempotencyKey, *, body: Any) -> Outcome | None:
-    """The stored answer if this request (``body`` parsed) replays ``record``; None to go on.
-
-    Raises 409 while a live request holds the record (as the core would, without
-    its UPDATE: a lock younger than IDEMPOTENCY_LOCK_TIMEOUT cannot be taken).
-    """
+def _replayed(request: HttpRequest, view: IdempotentApi, read: TokenRead) -> HttpResponse | None:
+    """The stored answer, if this request replays the record and passes DRF's checks."""
+    record, token = read.record, read.token
+    assert record is not None
+    assert token is not None
+    throttles = _project_throttles(view)
+    if throttles is None or not token.user.is_active or not _negotiates_json(request, view):
+        return None
+    try:
+        body = loads(request.body)
+    except ApplicationError:
+        return None  # 400, from the view's parser
     if record.fingerprint != fingerprint(method=request.method or "", path=request.path, body=body):
         return None  # the view validates the body first, then the core answers 422
-    if record.is_finished:
-        return Outcome.of(record, replayed=True)
-    now = timezone.now()
-    stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
-    if record.locked_at is not None and record.locked_at >= stale_before:
-        raise IdempotencyKeyInUse(retry_after=lock_remaining_s(record.locked_at, now=now))
-    return None  # free or stale: the retry takes the lock over through the core
+    request.user = token.user  # as DRF's authentication sets it on the Django request
+    if not all(throttle.allow_request(request, view) for throttle in throttles):
+        return None  # counted: the view's own check reads the count and answers 429
+    context.bind(user_id=token.user_id, key_hash=context.key_hash(read.key))
+    with tracking.idempotent_request(route=route_of(request)) as done:
+        done(True)
+    view.headers = view.default_response_headers  # what APIView.dispatch sets
+    # (For a plain HttpResponse, finalize_response reads nothing of the request but its
+    # method: the Django request stands in for DRF's.)
+    response: HttpResponse = view.finalize_response(
+        cast(Request, request), stored_response(Outcome.of(record, replayed=True))
+    )
+    return response
+
+
+def _negotiates_json(request: HttpRequest, view: IdempotentApi) -> bool:
+    """DRF's negotiation would pick the JSON parser for the body and answer in JSON."""
+    if request.GET.get(api_settings.URL_FORMAT_OVERRIDE or "format") is not None:
+        return False
+    if request.META.get("HTTP_ACCEPT") not in _JSON_ACCEPTED:
+        return False
+    content_type = request.META.get("CONTENT_TYPE", "").split(";", 1)[0].strip()
+    parsers = view.parser_classes
+    return content_type == "application/json" and bool(parsers) and parsers[0] is StrictJSONParser
+
+
+def _project_throttles(view: IdempotentApi) -> list[UserRateThrottle] | None:
+    """The view's throttles, if its permissions and throttles are the ones this path
+    knows how to run: an authenticated user is all ``IsAuthenticated`` asks, and the
+    project's throttles key on the user alone. None for any other."""
+    if not all(cls is IsAuthenticated for cls in view.permission_classes):
+        return None
+    throttles = view.get_throttles()
+    if not all(isinstance(throttle, UserRateThrottle) for throttle in throttles):
+        return None
+    return cast(list[UserRateThrottle], throttles)

@@ -103,6 +103,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: a token request's replay answered from its record (idempotency/replay.py),
+    # after every middleware above, each of which also runs on the answer's way out.
+    "idempotency.replay.ReplayMiddleware",
 ]
 
 ROOT_URLCONF = "demo.provider_urls" if SANDBOX_ONLY else "config.urls"

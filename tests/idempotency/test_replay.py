@@ -1,9 +1,10 @@
-"""Replays answered from the record read with the token (``idempotency/replay.py``).
+"""Replays answered by the fast path (``idempotency/replay.py``), before the view.
 
-Every replay row of the behaviour matrix, counted: a replay (and a live lock's
-409) costs one statement to PostgreSQL and one round trip to Redis (the
-throttle), and says exactly what the first answer said. Whatever is not a
-replay goes on to the view and keeps its own row's answer.
+Every replay row of the behaviour matrix, counted: a token request's replay
+costs one statement to PostgreSQL and one round trip to Redis (the throttle),
+and says exactly what the first answer said, and what the normal path (the view
+and the core) says for it. Whatever is not a finished replay goes on to the view
+and keeps its own row's answer.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from tests.factories import DEFAULT_PASSWORD
 pytestmark = pytest.mark.django_db
 
 ORDERS = "/api/v1/orders/"
+FAST_PATH = "idempotency.replay.ReplayMiddleware"
+# A live lock goes on to the core: the fast path's read (reused by the core), the
+# core's lock UPDATE that finds it held, and its re-read of the record.
+STATEMENTS_OF_A_LIVE_LOCK = 3
 # Headers that differ between any two answers, whatever they say.
 PER_ANSWER = {"idempotent-replayed", "x-request-id", "date"}
 
@@ -109,7 +114,44 @@ def test_a_stored_business_error_is_replayed_in_one_statement(create_order, prod
     assert _comparable(replay) == _comparable(first)
 
 
-def test_a_live_lock_is_409_with_retry_after_in_one_statement(
+@pytest.mark.parametrize("over_stock", [False, True], ids=["created", "business-error"])
+def test_the_fast_path_answers_what_the_view_and_the_core_answer(
+    create_order, product, user, settings, counted, over_stock
+):
+    key, quantity = new_key(), product.stock + 1 if over_stock else 1
+    first = create_order(key=key, quantity=quantity)  # (this client's middleware is loaded)
+    settings.MIDDLEWARE = [name for name in settings.MIDDLEWARE if name != FAST_PATH]
+    normal_path = client_for(user)  # a server without the fast path
+
+    fast, fast_statements, _ = counted(lambda: create_order(key=key, quantity=quantity))
+    normal, normal_statements, _ = counted(
+        lambda: create_order(key=key, quantity=quantity, api=normal_path)
+    )
+
+    assert fast_statements == 1 < normal_statements  # each went its own way
+    for replay in (fast, normal):
+        assert replay.status_code == first.status_code
+        assert replay["Idempotent-Replayed"] == "true"
+        assert replay.content == first.content
+        assert _comparable(replay) == _comparable(first)
+
+
+def test_a_replay_that_accepts_no_json_is_the_views_406(create_order, client, product):
+    key = new_key()
+    create_order(key=key)
+
+    response = client.post(
+        ORDERS,
+        {"lines": [{"sku": product.sku, "quantity": 1}]},
+        format="json",
+        headers={"Idempotency-Key": key, "Accept": "text/html"},
+    )
+
+    assert response.status_code == 406
+    assert b"number" not in response.content
+
+
+def test_a_live_lock_goes_on_to_the_core_which_answers_409_with_retry_after(
     create_order, user, product, settings, counted
 ):
     settings.PROVIDER_TIMEOUT_S, settings.IDEMPOTENCY_LOCK_TIMEOUT = 5.0, 60
@@ -129,7 +171,7 @@ def test_a_live_lock_is_409_with_retry_after_in_one_statement(
 
     response, statements, trips = counted(lambda: create_order(key=key))
 
-    assert (statements, trips) == (1, 1)
+    assert (statements, trips) == (STATEMENTS_OF_A_LIVE_LOCK, 1)
     assert response.status_code == 409
     assert response.json()["code"] == "idempotency-key-in-use"
     assert response["Retry-After"] == "50"
