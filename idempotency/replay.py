@@ -24,6 +24,7 @@ header DRF would refuse, an ``Accept`` or ``Content-Type`` other than plain
 JSON, a permission or throttle class that is not the project's own, a
 permission refused, a throttle's refusal (counted here once: DRF's check then
 reads that count, ``edge.throttling``), an unknown token or inactive user, a
+database error on the read (the view's own read meets it and answers it), a
 record unfinished (409 or a takeover) or with another fingerprint (the body is
 validated first, then 422). What it read goes on with it: the token
 authenticates without a second SELECT and the core's first look reuses the
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework import HTTP_HEADER_ENCODING
 from rest_framework.permissions import SAFE_METHODS, IsAuthenticated
@@ -111,7 +113,10 @@ def _token_read(request: HttpRequest, view: IdempotentApi) -> TokenRead | None:
     token_key = _presented_token(request, view)
     if token_key is None:
         return None
-    found = token_and_record_find(token_key=token_key, key=key)
+    try:
+        found = token_and_record_find(token_key=token_key, key=key)
+    except DatabaseError:
+        return None  # the view meets it again, and answers it (503 for a session lost)
     token, record = found if found is not None else (None, None)
     return TokenRead(token_key=token_key, key=key, token=token, record=record)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 from django.conf import settings
@@ -31,6 +32,7 @@ from idempotency.models import IdempotencyKey
 from idempotency.sql import record_find, token_and_record_find
 from orders.models import Order
 from tests.conftest import client_for, new_key
+from tests.processes import child_database_url
 from tests.factories import DEFAULT_PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -178,6 +180,42 @@ def test_a_live_lock_goes_on_to_the_core_which_answers_409_with_retry_after(
     assert response["Idempotent-Replayed"] == "false"
     assert IdempotencyKey.objects.get(key=key).lock_token is not None  # not taken
     assert Order.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_lost_under_the_fast_paths_read_is_the_views_503(create_order):
+    key = new_key()
+    create_order(key=key)
+    admin = psycopg.connect(child_database_url(), autocommit=True)
+    ended: list[int] = []
+
+    def end_the_session(execute, sql, params, many, context):
+        # Just before the fast path's joined read, this request's server session ends.
+        if not ended and sql.startswith('SELECT t."key"'):
+            raw = context["cursor"]
+            raw.execute("SELECT pg_backend_pid()")
+            (pid,) = raw.fetchone()
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+            ended.append(pid)
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.execute_wrapper(end_the_session):
+            lost = create_order(key=key)
+    finally:
+        admin.close()
+    # What Django does after every request (its test client leaves it out): the broken
+    # connection is closed, and the retry opens a new one.
+    connection.close_if_unusable_or_obsolete()
+    retried = create_order(key=key)
+
+    assert ended
+    # The fast path refuses nothing itself: the view met the same loss, and answered it
+    assert (lost.status_code, lost["Content-Type"]) == (503, "application/problem+json")
+    assert lost["Retry-After"]
+    assert retried.status_code == 201
+    assert retried["Idempotent-Replayed"] == "true"
+    assert Order.objects.count() == 1
 
 
 def test_a_stale_lock_goes_on_to_the_core_which_takes_it_over(create_order, user, product):
