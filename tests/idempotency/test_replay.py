@@ -32,8 +32,8 @@ from idempotency.models import IdempotencyKey
 from idempotency.sql import record_find, token_and_record_find
 from orders.models import Order
 from tests.conftest import client_for, new_key
-from tests.processes import child_database_url
 from tests.factories import DEFAULT_PASSWORD
+from tests.processes import child_database_url
 
 pytestmark = pytest.mark.django_db
 
