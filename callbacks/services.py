@@ -183,7 +183,7 @@ def _apply_refund(
     if mismatch := _mismatch(notification, amount=refund.amount, currency=refund.currency):
         return mismatch
     settled = refund_settle(
-        refund_id=refund.pk,
+        refund_attempt_id=refund.pk,
         result=RefundResult(
             out_refund_no=notification.out_refund_no,
             out_trade_no=notification.out_trade_no,

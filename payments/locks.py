@@ -39,10 +39,10 @@ def lock_order_and_payment(*, payment_id: int) -> tuple[Order, Payment]:
     return order, Payment.objects.select_for_update().get(pk=payment_id)
 
 
-def lock_order_and_refund(*, refund_id: int) -> tuple[Order, Refund]:
+def lock_order_and_refund(*, refund_attempt_id: int) -> tuple[Order, Refund]:
     """The refund's order (the order of the attempt it gives money back from; an
     orphaned capture's refund has no order of its own), then the refund."""
-    of_refund = Refund.objects.filter(pk=refund_id).values("payment__order_id")
+    of_refund = Refund.objects.filter(pk=refund_attempt_id).values("payment__order_id")
     order = orders_to_lock().get(pk=Subquery(of_refund))
     refund = Refund.objects.select_for_update(of=("self",)).select_related("payment")
-    return order, refund.get(pk=refund_id)
+    return order, refund.get(pk=refund_attempt_id)

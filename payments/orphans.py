@@ -235,13 +235,13 @@ def orphan_refund_find_late(*, refunds: Iterable[Refund], provider: PaymentProvi
         if account is None or account.status is not RefundStatus.SUCCESS:
             continue
         logger.warning("orphan refund %s: declined, then carried out late", refund.refund_no)
-        settled = refund_settle(refund_id=refund.pk, result=account, confirmed=True)
+        settled = refund_settle(refund_attempt_id=refund.pk, result=account, confirmed=True)
         if settled.outcome in (Settlement.APPLIED, Settlement.ALREADY_APPLIED):
             return True
     return False
 
 
-def orphan_refund_cancel(*, refund_id: int) -> bool:
+def orphan_refund_cancel(*, refund_attempt_id: int) -> bool:
     """Cancel an orphaned capture's refund attempt that the provider never received,
     because an earlier attempt was carried out late: FAILED (``superseded``), never sent.
 
@@ -252,14 +252,14 @@ def orphan_refund_cancel(*, refund_id: int) -> bool:
     (the capture has nothing left to refund), which settles it the same way.
     """
     with transaction.atomic():
-        _, refund = lock_order_and_refund(refund_id=refund_id)
+        _, refund = lock_order_and_refund(refund_attempt_id=refund_attempt_id)
         if refund.order_id is not None or refund.status not in UNSETTLED_REFUND_STATUSES:
             return False
         siblings = Refund.objects.filter(payment_id=refund.payment_id, order__isnull=True)
         if not siblings.filter(status=RefundAttemptStatus.SUCCEEDED).exists():
             return False
         now = timezone.now()
-        Refund.objects.filter(pk=refund_id, status__in=UNSETTLED_REFUND_STATUSES).update(
+        Refund.objects.filter(pk=refund_attempt_id, status__in=UNSETTLED_REFUND_STATUSES).update(
             status=RefundAttemptStatus.FAILED,
             failure_code=SUPERSEDED,
             settled_at=now,

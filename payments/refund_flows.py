@@ -76,10 +76,12 @@ def order_refund_flow(
                 _settle_earlier_refunds(request=request, provider=provider)
                 atomic_phase(record, partial(_start_refund, request=request))
             case RefundPoint.REFUND_CREATED:
-                refund_id = record.resource_id
-                assert refund_id is not None
-                result = _ask_provider_to_refund(refund_id=refund_id, provider=provider)
-                atomic_phase(record, partial(_finish_refund, refund_id=refund_id, result=result))
+                attempt_id = record.resource_id
+                assert attempt_id is not None
+                result = _ask_provider_to_refund(refund_attempt_id=attempt_id, provider=provider)
+                atomic_phase(
+                    record, partial(_finish_refund, refund_attempt_id=attempt_id, result=result)
+                )
             case RefundPoint.FINISHED:
                 return
             case other:
@@ -127,7 +129,7 @@ def _settle_earlier_refunds(*, request: RefundRequest, provider: PaymentProvider
             logger.warning("refund %s: declined, then carried out late", earlier.refund_no)
             # A conflict (the provider's account contradicts ours) is logged by the
             # settlement and left to the reconciler and the audit, as everywhere.
-            refund_settle(refund_id=earlier.pk, result=account, confirmed=True)
+            refund_settle(refund_attempt_id=earlier.pk, result=account, confirmed=True)
 
 
 def _start_refund(*, request: RefundRequest) -> MoveTo:
@@ -141,12 +143,14 @@ def _start_refund(*, request: RefundRequest) -> MoveTo:
     return MoveTo(RefundPoint.REFUND_CREATED, resource_type="refund", resource_id=refund.pk)
 
 
-def _ask_provider_to_refund(*, refund_id: int, provider: PaymentProvider) -> RefundResult | None:
+def _ask_provider_to_refund(
+    *, refund_attempt_id: int, provider: PaymentProvider
+) -> RefundResult | None:
     """The provider's account of the refund; None if it is settled already.
 
     Outside any transaction, for the reason the pay flow's call is.
     """
-    refund = Refund.objects.select_related("payment").get(pk=refund_id)
+    refund = Refund.objects.select_related("payment").get(pk=refund_attempt_id)
     # The provider's names for this refund and its charge, on every line from here on.
     context.bind(out_refund_no=refund.refund_no, out_trade_no=refund.payment.out_trade_no)
     if refund.status not in UNSETTLED_REFUND_STATUSES:
@@ -160,15 +164,15 @@ def _ask_provider_to_refund(*, refund_id: int, provider: PaymentProvider) -> Ref
                 return known
         return refund_send(refund=refund, provider=provider)
     except ProviderOutcomeUnknown as error:
-        refund_mark_unknown(refund_id=refund.pk)
+        refund_mark_unknown(refund_attempt_id=refund.pk)
         raise RefundOutcomeUnknown(reason=str(error)) from error
 
 
-def _finish_refund(*, refund_id: int, result: RefundResult | None) -> Respond:
+def _finish_refund(*, refund_attempt_id: int, result: RefundResult | None) -> Respond:
     if result is None:  # settled meanwhile by a notification or the reconciler
-        refund = Refund.objects.get(pk=refund_id)
+        refund = Refund.objects.get(pk=refund_attempt_id)
     else:
-        settled = refund_settle(refund_id=refund_id, result=result)
+        settled = refund_settle(refund_attempt_id=refund_attempt_id, result=result)
         if settled.outcome is Settlement.CONFLICT:
             # Not applied and not guessed: the reconciler asks the provider again.
             raise RefundOutcomeUnknown(reason=settled.reason)

@@ -105,10 +105,10 @@ def refund_create(
             raise OrderNotRefundable("A refund of this order is in progress.") from error
 
 
-def refund_mark_unknown(*, refund_id: int) -> bool:
+def refund_mark_unknown(*, refund_attempt_id: int) -> bool:
     """PENDING -> UNKNOWN after a timeout or provider error; the reconciler takes it."""
     return bool(
-        Refund.objects.filter(pk=refund_id, status=RefundAttemptStatus.PENDING).update(
+        Refund.objects.filter(pk=refund_attempt_id, status=RefundAttemptStatus.PENDING).update(
             status=RefundAttemptStatus.UNKNOWN, updated_at=timezone.now()
         )
     )
@@ -157,7 +157,7 @@ class _Conflict(Exception):
 
 
 def refund_settle(
-    *, refund_id: int, result: RefundResult, confirmed: bool = False
+    *, refund_attempt_id: int, result: RefundResult, confirmed: bool = False
 ) -> RefundSettleResult:
     """Apply the provider's account of a refund attempt, once.
 
@@ -173,18 +173,20 @@ def refund_settle(
     """
     try:
         with transaction.atomic():
-            return _settle(refund_id=refund_id, result=result, confirmed=confirmed)
+            return _settle(refund_attempt_id=refund_attempt_id, result=result, confirmed=confirmed)
     except (_Conflict, IntegrityError) as conflict:
         # IntegrityError: a unique index refused a second success of the same money
         # (another attempt of an orphaned capture, the provider's refund_id booked
         # already) — the provider would have refunded it twice: for a person.
         reason = str(conflict)
-        logger.error("refund %s: provider result not applied: %s", refund_id, reason)
-        return RefundSettleResult(Settlement.CONFLICT, Refund.objects.get(pk=refund_id), reason)
+        logger.error("refund %s: provider result not applied: %s", refund_attempt_id, reason)
+        return RefundSettleResult(
+            Settlement.CONFLICT, Refund.objects.get(pk=refund_attempt_id), reason
+        )
 
 
-def _settle(*, refund_id: int, result: RefundResult, confirmed: bool) -> RefundSettleResult:
-    order, refund = lock_order_and_refund(refund_id=refund_id)
+def _settle(*, refund_attempt_id: int, result: RefundResult, confirmed: bool) -> RefundSettleResult:
+    order, refund = lock_order_and_refund(refund_attempt_id=refund_attempt_id)
     if result.out_refund_no != refund.refund_no:
         raise _Conflict(f"answer names refund {result.out_refund_no}, not {refund.refund_no}")
     now = timezone.now()
@@ -207,7 +209,7 @@ def _settle(*, refund_id: int, result: RefundResult, confirmed: bool) -> RefundS
         }
         sources = list(UNSETTLED_REFUND_STATUSES)
 
-    moved = Refund.objects.filter(pk=refund_id, status__in=sources).update(
+    moved = Refund.objects.filter(pk=refund_attempt_id, status__in=sources).update(
         updated_at=now, **changes
     )
     if not moved:

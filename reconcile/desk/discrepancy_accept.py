@@ -38,7 +38,7 @@ def discrepancy_accept(
             return False, f"the provider's word on {refund.refund_no}: " + (
                 answer.status if answer else "no refund"
             )
-        settled = refund_settle(refund_id=refund.pk, result=answer, confirmed=True)
+        settled = refund_settle(refund_attempt_id=refund.pk, result=answer, confirmed=True)
         return True, f"the provider's word on {refund.refund_no}: refunded, {settled.outcome.value}"
     return False, "no attempt of the shop's to ask the provider about"
 

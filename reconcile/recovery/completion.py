@@ -126,9 +126,9 @@ def _pay_attempt(
 
 
 def _refund_attempt(
-    refund_id: int, record: IdempotencyKey, provider: PaymentProvider
+    refund_attempt_id: int, record: IdempotencyKey, provider: PaymentProvider
 ) -> Resumable | None:
-    refund = Refund.objects.select_related("payment__order").filter(pk=refund_id).first()
+    refund = Refund.objects.select_related("payment__order").filter(pk=refund_attempt_id).first()
     if refund is None:
         return None
     # Likewise: past refund_created the request's details are informative only.

@@ -66,7 +66,7 @@ def _resolve_refund(refund: Refund, provider: PaymentProvider) -> str | None:
     account = provider.query_refund(out_refund_no=refund.refund_no)
     if account is None:
         return None
-    settled = refund_settle(refund_id=refund.pk, result=account, confirmed=True)
+    settled = refund_settle(refund_attempt_id=refund.pk, result=account, confirmed=True)
     if settled.outcome is Settlement.CONFLICT:
         return None
     complete_requests_for(resource_type=REFUND_RESOURCE, ids=[refund.pk], provider=provider)

@@ -121,7 +121,7 @@ def refund_reconcile(*, refund: Refund, provider: PaymentProvider) -> RefundReso
         logger.warning("refund %s: provider unreachable (%s); backing off", refund.pk, error)
         _retry_later(refund=refund)
         return RefundResolution.UNREACHABLE
-    settled = refund_settle(refund_id=refund.pk, result=account)
+    settled = refund_settle(refund_attempt_id=refund.pk, result=account)
     match settled.outcome:
         case Settlement.APPLIED if settled.refund.status == RefundAttemptStatus.SUCCEEDED:
             return RefundResolution.REFUNDED
@@ -153,7 +153,7 @@ def _superseded(*, refund: Refund, provider: PaymentProvider) -> bool:
     orphan_refund_find_late(refunds=earlier, provider=provider)
     # Whoever booked it (here, a notification, a statement, another runner): the
     # cancel checks under the order's lock that an earlier attempt SUCCEEDED.
-    return orphan_refund_cancel(refund_id=refund.pk)
+    return orphan_refund_cancel(refund_attempt_id=refund.pk)
 
 
 def _retry_later(*, refund: Refund) -> None:

@@ -169,7 +169,7 @@ def _settle_refund(*, line: StatementLine, provider: PaymentProvider, since: dat
         if account is None or account.status is not RefundStatus.SUCCESS:
             status = account.status if account else "no refund"
             return _open(line, f"asked the provider about {refund.refund_no}: {status}")
-        settled = refund_settle(refund_id=refund.pk, result=account, confirmed=True)
+        settled = refund_settle(refund_attempt_id=refund.pk, result=account, confirmed=True)
         complete_requests_for(resource_type=REFUND_RESOURCE, ids=[refund.pk], provider=provider)
         _note(line, f"no ledger entry; asked the provider: {settled.outcome.value}")
         return "asked"

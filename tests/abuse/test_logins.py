@@ -157,7 +157,7 @@ def test_the_anonymous_api_throttle_keys_on_the_address_not_on_forwarded_for():
     request = RequestFactory().get("/", REMOTE_ADDR=address, HTTP_X_FORWARDED_FOR="1.2.3.4")
     request.user = type("Anonymous", (), {"is_authenticated": False, "pk": None})()
 
-    assert throttle.get_cache_key(request, None) == f"throttle:user:{address}"  # type: ignore[arg-type]
+    assert throttle.get_cache_key(request, None) == f"throttle:user:{address}"
 
 
 # --- Passwords ---------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_resumes_from_refund_created_when_the_provider_already_refunded(
 ):
     # Given an attempt the provider refunded but whose answer we never got
     attempt = start_refund(user, paid_order)
-    refund_mark_unknown(refund_id=attempt.pk)
+    refund_mark_unknown(refund_attempt_id=attempt.pk)
     refund_send(refund=attempt, provider=get_provider())
     key = plant(user, paid_order, point=RefundPoint.REFUND_CREATED, refund=attempt)
 

@@ -98,7 +98,7 @@ def send_second(second: Refund, fault, *, answer_lost: bool) -> None:
         answer = refund_send(refund=Refund.objects.get(pk=second.pk), provider=get_provider())
     except ProviderOutcomeUnknown:
         return
-    assert refund_settle(refund_id=second.pk, result=answer).outcome is Settlement.APPLIED
+    assert refund_settle(refund_attempt_id=second.pk, result=answer).outcome is Settlement.APPLIED
 
 
 def assert_refunded_once(late: Payment, first: Refund, user, wallet) -> None:

@@ -193,7 +193,9 @@ def _seed_rows(user_id: int, tag: str, payer: str, numbers: range, refunds: int)
                 amount=refund.amount,
                 notify_url=notify_url,
             )
-            refunded = refund_settle(refund_id=refund.pk, result=parse_refund(as_json(answer.body)))
+            refunded = refund_settle(
+                refund_attempt_id=refund.pk, result=parse_refund(as_json(answer.body))
+            )
             if refunded.outcome is not Settlement.APPLIED or refunded.refund.status != "SUCCEEDED":
                 raise RuntimeError(f"{refund.refund_no}: {refunded}")
             made += 1
