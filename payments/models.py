@@ -46,7 +46,7 @@ class Payment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     settled_at = models.DateTimeField(null=True, blank=True)
-    # Reconciliation bookkeeping (reconcile/recovery/payments.py), never business
+    # Reconciliation bookkeeping (reconcile/recovery/unsettled_payments.py), never business
     # state. How many times the provider could not be reached about this attempt:
     # drives the exponential backoff.
     reconcile_attempts = models.PositiveIntegerField(default=0)

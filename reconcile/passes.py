@@ -36,8 +36,8 @@ from reconcile.recovery import (
     expiry,
     fulfilment,
     notifications,
-    payments,
-    refunds,
+    unsettled_payments,
+    unsettled_refunds,
 )
 from reconcile.statements import jobs as statement_jobs
 
@@ -50,9 +50,9 @@ class Job:
     run_once: Callable[[], Any]
 
 
-RECONCILE_PAYMENTS = Job("reconcile-payments", payments.run_once)
+RECONCILE_PAYMENTS = Job("reconcile-payments", unsettled_payments.run_once)
 RECONCILE_NOTIFICATIONS = Job("reconcile-notifications", notifications.run_once)
-RECONCILE_REFUNDS = Job("reconcile-refunds", refunds.run_once)
+RECONCILE_REFUNDS = Job("reconcile-refunds", unsettled_refunds.run_once)
 COMPLETE_REQUESTS = Job("complete-requests", completion.run_once)
 EXPIRE_ORDERS = Job("expire-orders", expiry.run_once)
 REAP_KEYS = Job("reap-keys", idempotency_key_reap)

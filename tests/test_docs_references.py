@@ -4,9 +4,9 @@ A reference is a repository path with a file suffix (``payments/flows.py``,
 ``docs/operating.md``) or a test id (``tests/payments/test_refund_api.py::test_x``),
 found in the README, every Markdown file of the repository, and the comments and
 docstrings of its Python code. A path under one of the repository's top folders must
-exist exactly as written. A path that starts elsewhere (``checks/books.py``) is read
+exist exactly as written. A path that starts elsewhere (``checks/captures.py``) is read
 relative to the file that names it, or to the folders that file names in full in its
-own text (a doc about ``reconcile/`` may go on with ``checks/books.py``); nothing else
+own text (a doc about ``reconcile/`` may go on with ``checks/captures.py``); nothing else
 is guessed. A test id must name a function or class that the test file defines
 (parametrized ids ``[...]`` are dropped); the docs' short forms are read as their
 tables use them: ``test_q1_…`` is a prefix, ``…/test_pay_races.py`` the one file named
@@ -246,21 +246,21 @@ def test_the_reader_finds_what_it_must():
     """The rules above, on made-up text: each kind of reference found, each fault caught."""
     source = ROOT / "docs" / "design.md"
     text = (
-        "`payments/flows.py` and docs/audit.md; see `checks/books.py` after `reconcile/audit/`;"
+        "`payments/flows.py` and docs/audit.md; see `checks/captures.py` after `reconcile/audit/`;"
         " `tests/test_docs_references.py::test_nothing_cites_the_old_external_contract_file`"
         " then `…::test_the_reader_finds_what_it_must[one]` and `…::test_every_file_…`"
     )
     found = [m.group(0) for m in PATH.finditer(text)]
-    assert found[:3] == ["payments/flows.py", "docs/audit.md", "checks/books.py"]
+    assert found[:3] == ["payments/flows.py", "docs/audit.md", "checks/captures.py"]
     assert [m.group(1) for m in SAME_FILE_TEST.finditer(text)] == [
         "test_the_reader_finds_what_it_must",
         "test_every_file_…",
     ]
     assert (
-        _resolve("checks/books.py", source, ["reconcile/audit/"])
-        == ROOT / "reconcile/audit/checks/books.py"
+        _resolve("checks/captures.py", source, ["reconcile/audit/"])
+        == ROOT / "reconcile/audit/checks/captures.py"
     )
-    assert _resolve("checks/books.py", source, []) is None
+    assert _resolve("checks/captures.py", source, []) is None
     assert _resolve("payments/no_such_module.py", source, []) is None
     assert _test_exists(THIS, ["test_the_reader_finds_what_it_must[one]"])
     assert not _test_exists(THIS, ["test_that_was_renamed"])

@@ -117,9 +117,9 @@ CONCEPTS = (
     Concept(
         _("Reconciliation: ask the provider, never guess; fence with `close`"),
         (
-            "reconcile.recovery.payments.run_once",
-            "reconcile.recovery.payments.payment_ask",
-            "reconcile.recovery.payments.payment_answers_apply",
+            "reconcile.recovery.unsettled_payments.run_once",
+            "reconcile.recovery.unsettled_payments.payment_ask",
+            "reconcile.recovery.unsettled_payments.payment_answers_apply",
         ),
         (),
         "docs/reconciliation.md",

@@ -36,7 +36,7 @@ from reconcile.audit.checks import (
     AuditContext,
     Checked,
     amounts,
-    books,
+    captures,
     inventory,
     records,
     refunds,
@@ -50,10 +50,10 @@ __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
 # Every check, in the order the summary lists them. Titles are marked for the demo
 # pages, which show them translated; the audit itself prints them as written.
 CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
-    (_("orders: PAID = one SUCCEEDED payment + one capture"), books.paid_orders),
+    (_("orders: PAID = one SUCCEEDED payment + one capture"), captures.paid_orders),
     (_("orders: amount = sum of its lines"), amounts.order_amounts),
-    (_("ledger: captures match PAID orders and payments"), books.ledger),
-    (_("payments: none left unsettled"), books.unsettled_payments),
+    (_("ledger: captures match PAID orders and payments"), captures.ledger),
+    (_("payments: none left unsettled"), captures.unsettled_payments),
     (_("refunds: within the capture; REFUNDED = all of it"), refunds.orders),
     (_("refunds: booked, settled; orphaned captures refunded"), refunds.refund_attempts),
     (_("notifications: none left unresolved"), refunds.notifications),
@@ -64,7 +64,7 @@ CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
     (_("inventory: each order's movements match its lines"), inventory.order_movements),
     (_("records: each points at what it made, once"), records.finished_records),
     (_("records: none stuck in progress"), records.unfinished_records),
-    (_("shipments: one per PAID order"), books.shipments),
+    (_("shipments: one per PAID order"), captures.shipments),
 ]
 
 

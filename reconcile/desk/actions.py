@@ -245,9 +245,9 @@ def _accept(
     provider: PaymentProvider | None,
 ) -> ActionResult:
     from reconcile.desk.discrepancy_accept import discrepancy_accept
-    from reconcile.recovery.payments import SETTLED, payment_reconcile
-    from reconcile.recovery.refunds import SETTLED as REFUND_SETTLED
-    from reconcile.recovery.refunds import refund_reconcile
+    from reconcile.recovery.unsettled_payments import SETTLED, payment_reconcile
+    from reconcile.recovery.unsettled_refunds import SETTLED as REFUND_SETTLED
+    from reconcile.recovery.unsettled_refunds import refund_reconcile
 
     provider = provider or get_provider()
     if case.subject_type == "discrepancy":

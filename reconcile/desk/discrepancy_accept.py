@@ -12,7 +12,7 @@ from payments.models import Payment, Refund
 from payments.providers import ChargeStatus, PaymentProvider, RefundStatus
 from payments.refunds import refund_settle
 from reconcile.models import LineKind, StatementDiscrepancy
-from reconcile.recovery.payments import SETTLED, payment_apply_truth
+from reconcile.recovery.unsettled_payments import SETTLED, payment_apply_truth
 
 
 def discrepancy_accept(

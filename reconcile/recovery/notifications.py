@@ -35,7 +35,7 @@ from payments.refunds import refund_settle
 from payments.services import Settlement
 from reconcile.desk.isolation import NOTIFICATIONS, ItemGuard
 from reconcile.recovery.completion import complete_requests_for
-from reconcile.recovery.payments import SETTLED, payment_apply_truth
+from reconcile.recovery.unsettled_payments import SETTLED, payment_apply_truth
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE, notifications_unresolved
 
 logger = logging.getLogger(__name__)

@@ -41,12 +41,12 @@ from reconcile.models import (
     StatementLine,
 )
 from reconcile.recovery.completion import complete_requests_for
-from reconcile.recovery.payments import payment_apply_truth
 from reconcile.recovery.strays import (
     stray_by_refund_no,
     stray_capture_take,
     stray_refund_find_late,
 )
+from reconcile.recovery.unsettled_payments import payment_apply_truth
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE
 from reconcile.statements.matching import match_range_isolated, pending_ranges
 

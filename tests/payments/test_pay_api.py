@@ -13,7 +13,7 @@ from idempotency.models import IdempotencyKey
 from orders.models import Order
 from payments.flows import PayPoint
 from payments.models import LedgerEntry, Payment
-from reconcile.recovery import payments as reconcile_payments
+from reconcile.recovery import unsettled_payments as reconcile_payments
 from tests.assertions import assert_paid_once
 from tests.conftest import client_for, new_key
 from tests.factories import ProductFactory

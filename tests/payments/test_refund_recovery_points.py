@@ -14,7 +14,7 @@ from payments.models import LedgerEntry, Refund
 from payments.providers import get_provider
 from payments.refund_flows import RefundPoint
 from payments.refunds import refund_create, refund_mark_unknown, refund_send
-from reconcile.recovery import refunds as reconcile_refunds
+from reconcile.recovery import unsettled_refunds as reconcile_refunds
 from tests.assertions import assert_refunded_once
 from tests.conftest import new_key
 from tests.factories import key_record_plant

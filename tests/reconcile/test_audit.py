@@ -28,7 +28,7 @@ from orders.models import Order, Product, Shipment
 from orders.services import LineRequest, order_create
 from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
-from reconcile.audit.checks import books, inventory, records
+from reconcile.audit.checks import captures, inventory, records
 from reconcile.audit.run import AuditReport, Finding, SummaryRow, audit_run
 from tests.conftest import new_key
 from tests.factories import UserFactory
@@ -230,15 +230,15 @@ def _cancelled_without_release(w: World) -> dict[str, object]:
 BROKEN: dict[str, tuple[Callable[[World], dict[str, object]], str]] = {
     "PAID order without its SUCCEEDED payment": (
         _paid_without_payment,
-        books.PAID_ORDER_ONE_PAYMENT,
+        captures.PAID_ORDER_ONE_PAYMENT,
     ),
-    "capture of another amount": (_capture_of_another_amount, books.PAID_ORDER_ONE_CAPTURE),
-    "capture for an order that is not PAID": (_capture_of_unpaid_order, books.CAPTURE_ONLY_PAID),
-    "capture of another trade": (_capture_of_another_trade, books.CAPTURE_MATCHES_PAYMENT),
-    "SUCCEEDED payment never captured": (_uncaptured_payment, books.SUCCEEDED_CAPTURED),
-    "payment left UNKNOWN": (_unknown_for_long, books.PAYMENT_SETTLED),
-    "PAID order never shipped": (_unshipped, books.PAID_ORDER_SHIPPED),
-    "shipment of an unpaid order": (_shipped_unpaid, books.SHIPMENT_ONLY_PAID),
+    "capture of another amount": (_capture_of_another_amount, captures.PAID_ORDER_ONE_CAPTURE),
+    "capture for an order that is not PAID": (_capture_of_unpaid_order, captures.CAPTURE_ONLY_PAID),
+    "capture of another trade": (_capture_of_another_trade, captures.CAPTURE_MATCHES_PAYMENT),
+    "SUCCEEDED payment never captured": (_uncaptured_payment, captures.SUCCEEDED_CAPTURED),
+    "payment left UNKNOWN": (_unknown_for_long, captures.PAYMENT_SETTLED),
+    "PAID order never shipped": (_unshipped, captures.PAID_ORDER_SHIPPED),
+    "shipment of an unpaid order": (_shipped_unpaid, captures.SHIPMENT_ONLY_PAID),
     "stock off its movements": (_stock_off_movements, inventory.STOCK_EQUALS_MOVEMENTS),
     "order cancelled without its release (per product)": (
         lambda w: {"product": _cancelled_without_release(w)["product"]},
@@ -348,6 +348,6 @@ def test_unsettled_and_unfinished_work_in_flight_is_not_a_finding(pay, fault, or
 
     report = audit_run()
 
-    assert not findings_of(report, books.PAYMENT_SETTLED)
+    assert not findings_of(report, captures.PAYMENT_SETTLED)
     assert not findings_of(report, records.RECORD_NOT_STUCK)
     assert report.ok, report.findings

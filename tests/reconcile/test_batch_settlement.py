@@ -45,8 +45,8 @@ from payments.services import (
 )
 from reconcile.audit.run import audit_run
 from reconcile.recovery import fulfilment
-from reconcile.recovery import payments as reconcile_payments
-from reconcile.recovery import refunds as reconcile_refunds
+from reconcile.recovery import unsettled_payments as reconcile_payments
+from reconcile.recovery import unsettled_refunds as reconcile_refunds
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
 from tests.factories import ProductFactory, pay_record_plant

@@ -24,7 +24,7 @@ from payments.models import LedgerEntry, Payment, Refund
 from payments.orphans import orphan_refund_start
 from reconcile.audit.run import audit_run
 from reconcile.passes import pass_run_once
-from reconcile.recovery import refunds as refund_jobs
+from reconcile.recovery import unsettled_refunds as refund_jobs
 from tests.reconcile.test_orphaned_captures import (
     declined_late,
     ledger_net,

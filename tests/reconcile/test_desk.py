@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from payments.models import LedgerEntry, Payment, Refund
-from reconcile.audit.checks import books as book_checks
+from reconcile.audit.checks import captures as capture_checks
 from reconcile.audit.run import audit_run
 from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
@@ -39,8 +39,8 @@ from reconcile.models import (
 )
 from reconcile.recovery import fulfilment
 from reconcile.recovery import notifications as notification_jobs
-from reconcile.recovery import payments as payment_jobs
-from reconcile.recovery import refunds as refund_jobs
+from reconcile.recovery import unsettled_payments as payment_jobs
+from reconcile.recovery import unsettled_refunds as refund_jobs
 from reconcile.statements.importing import statement_download, statement_import_row
 from reconcile.statements.jobs import leftovers_run_once
 from reconcile.statements.settling import statement_match
@@ -191,7 +191,7 @@ def test_a_payment_that_fails_n_times_is_a_case_and_its_retry_clears_the_audit(
     assert "failed 3 times" in case.summary
     # And the audit holds its finding for a person, not as a fault
     report = audit_run()
-    assert book_checks.PAYMENT_SETTLED in {f.invariant for f in report.waiting}
+    assert capture_checks.PAYMENT_SETTLED in {f.invariant for f in report.waiting}
     assert (report.findings, report.open_cases) == ([], 1)
     assert _audit() == (1, "audit: 1 waiting for a person")
 

@@ -24,7 +24,7 @@ from reconcile.desk.actions import case_act
 from reconcile.desk.isolation import NOTIFICATIONS, ORPHAN_REFUNDS, PAYMENTS, ItemGuard
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import cases_run_once
-from reconcile.recovery import payments as payment_jobs
+from reconcile.recovery import unsettled_payments as payment_jobs
 from tests.callbacks.test_api import body_for, notify
 from tests.factories import UserFactory
 from tests.reconcile.test_desk import settling_refused

@@ -26,7 +26,7 @@ from reconcile.desk.models import ItemFailure
 from reconcile.models import LineOutcome, StatementDiscrepancy, StatementLine
 from reconcile.passes import pass_run_once
 from reconcile.recovery import notifications as notification_jobs
-from reconcile.recovery import refunds as refund_jobs
+from reconcile.recovery import unsettled_refunds as refund_jobs
 from reconcile.statements.importing import statement_reconcile
 from tests.concurrency.helpers import race
 from tests.reconcile.statement_helpers import today

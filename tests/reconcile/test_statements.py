@@ -32,7 +32,7 @@ from reconcile.models import (
     StatementLine,
     StrayCapture,
 )
-from reconcile.recovery import refunds as refund_reconciler
+from reconcile.recovery import unsettled_refunds as refund_reconciler
 from reconcile.statements.discrepancies import discrepancy_resolve
 from reconcile.statements.importing import statement_reconcile
 from reconcile.statements.jobs import leftovers_run_once

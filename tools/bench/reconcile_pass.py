@@ -241,12 +241,14 @@ def timed_pass(
     """One pass over the seeded attempts, timed, its statements and CPU counted."""
     import dataclasses
 
-    from reconcile.recovery import payments
+    from reconcile.recovery import unsettled_payments
 
     with statements_counted() as sent:
         cpu = time.process_time(), tree_cpu_seconds(server.pid)
         started = time.perf_counter()
-        counts = payments.run_once(provider=provider, budget_s=limit_s, concurrency=concurrency)
+        counts = unsettled_payments.run_once(
+            provider=provider, budget_s=limit_s, concurrency=concurrency
+        )
         seconds = time.perf_counter() - started
         statements = sent()
         reconciler_cpu = time.process_time() - cpu[0]
@@ -272,7 +274,7 @@ def run_sized(ctx: BenchContext, *, attempts: int, limit_s: float) -> SuiteResul
     from django.conf import settings
 
     from payments.models import Payment
-    from reconcile.recovery import payments
+    from reconcile.recovery import unsettled_payments
 
     concurrency = settings.RECONCILE_CONCURRENCY
     provider_cpus, own_cpus = split_cpus()
@@ -285,7 +287,7 @@ def run_sized(ctx: BenchContext, *, attempts: int, limit_s: float) -> SuiteResul
         # Earlier suites share the bench database and may leave attempts unsettled
         # (the callback suite pre-creates more than it uses): settle them first, so
         # each pass sees exactly its own attempts.
-        payments.run_once(provider=provider)
+        unsettled_payments.run_once(provider=provider)
         # One question at a time, for the share concurrency adds; then the same size
         # with RECONCILE_CONCURRENCY at once, right after the provider's ceiling;
         # then LARGE_FACTOR times as many, for statements per attempt at two sizes.

@@ -21,7 +21,7 @@ from demo.shop.story.scene import Role, Scene
 from payments.models import LedgerEntry, Payment, PaymentStatus, Refund, RefundAttemptStatus
 from payments.providers import ChargeStatus, PaymentProvider, ProviderOutcomeUnknown
 from reconcile.recovery.notifications import notification_resolve
-from reconcile.recovery.refunds import refund_reconcile
+from reconcile.recovery.unsettled_refunds import refund_reconcile
 
 BY_THE_STORY = gettext_noop(
     "The reconciler takes an attempt once it is older than RECONCILE_AFTER_S "

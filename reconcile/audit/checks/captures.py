@@ -1,7 +1,8 @@
-"""Orders, payments, ledger and shipments (invariants 1 and 5 of docs/design.md).
+"""Captured money: PAID orders, their payments, captures and shipments (invariants 1, 5).
 
-The ledger holds captures and refunds (``LedgerEntry.kind``); these checks look
-at the captures of orders, ``refunds.py`` at the rest.
+The invariants are numbered in docs/design.md. The ledger holds captures and refunds
+(``LedgerEntry.kind``); these checks look at the captures of orders, ``refunds.py``
+at the rest.
 """
 
 from __future__ import annotations

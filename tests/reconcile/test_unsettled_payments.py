@@ -26,7 +26,7 @@ from payments.flows import PayPoint
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment
 from payments.providers import get_provider
 from payments.services import provider_idempotency_key
-from reconcile.recovery import payments as reconcile_payments
+from reconcile.recovery import unsettled_payments as reconcile_payments
 from reconcile.recovery.claims import backoff_delay_s, drain
 from tests.assertions import assert_paid_once
 from tests.concurrency.helpers import run_at_once
