@@ -18,7 +18,7 @@ from orders.models import Order
 from orders.services import LineRequest, order_create
 from payments.models import Payment
 from payments.services import payment_create
-from reconcile.audit.checks import amounts, books
+from reconcile.audit.checks import amounts, captures
 from reconcile.audit.run import AuditReport, audit_run
 from tests.conftest import new_key
 from tests.factories import ProductFactory
@@ -69,7 +69,7 @@ def test_a_charge_in_flight_is_not_a_finding_until_it_is_due(user, product, sand
     )
     report = audit_run()
     assert {
-        books.PAYMENT_SETTLED,
+        captures.PAYMENT_SETTLED,
         wallets.CHARGE_HAS_PAID_ORDER,
         wallets.WALLET_MATCHES_ORDERS,
     } <= invariants(report)
@@ -110,7 +110,7 @@ def test_a_capture_in_another_currency_than_its_payment_is_a_finding(pay, create
 
     report = audit_run()
 
-    assert books.CAPTURE_MATCHES_PAYMENT in invariants(report)
+    assert captures.CAPTURE_MATCHES_PAYMENT in invariants(report)
 
 
 @pytest.mark.django_db
