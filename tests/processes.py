@@ -4,9 +4,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +65,8 @@ def post_and_die(
         env=env,
         code=f"""
         import os
-        from django.db import connection
+        import psycopg
+from django.db import connection
         from rest_framework.test import APIClient
 
         def die(execute, sql, params, many, context):
@@ -77,3 +81,27 @@ def post_and_die(
             client.post("{path}", {{}}, format="json", headers={{"Idempotency-Key": "{key}"}})
     """,
     )
+
+
+@contextmanager
+def session_ended_before(sql_prefix: str) -> Iterator[list[int]]:
+    """End the server session behind Django's connection just before its first
+    statement that starts with ``sql_prefix`` (the chaos run's `terminate-backends`, at
+    a chosen moment). Yields the list of ended backend pids: one once it has happened."""
+    admin = psycopg.connect(child_database_url(), autocommit=True)
+    ended: list[int] = []
+
+    def end_the_session(execute, sql, params, many, context):
+        if not ended and sql.startswith(sql_prefix):
+            raw = context["cursor"]
+            raw.execute("SELECT pg_backend_pid()")
+            (pid,) = raw.fetchone()
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+            ended.append(pid)
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.execute_wrapper(end_the_session):
+            yield ended
+    finally:
+        admin.close()

@@ -22,7 +22,7 @@ from tests.cluster.conftest import LOCK_TIMEOUT_MS, pooled_settings
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import client_for, new_key
 from tests.factories import ProductFactory, UserFactory
-from tests.processes import child_database_url
+from tests.processes import session_ended_before
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -170,26 +170,10 @@ def test_a_server_session_ended_mid_request_is_503_and_the_retry_creates_the_ord
     # tests/test_errors.py maps that one; its timing cannot be chosen from here.)
     user, product = UserFactory.create(), ProductFactory.create(stock=10)
     api, key = client_for(user), new_key()
-    primary = psycopg.connect(child_database_url(), autocommit=True)
-    ended: list[int] = []
-
-    def end_the_server_session(execute, sql, params, many, context):
-        # Just before the order's INSERT, the server session serving this client is
-        # terminated (the chaos run's `terminate-backends`, at a chosen moment).
-        if not ended and sql.startswith('INSERT INTO "orders_order"'):
-            raw = context["cursor"]
-            raw.execute("SELECT pg_backend_pid()")
-            (pid,) = raw.fetchone()
-            primary.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-            ended.append(pid)
-        return execute(sql, params, many, context)
-
-    try:
-        with connection.execute_wrapper(end_the_server_session):
-            lost = post_order(api, product, key)
-        retried = post_order(api, product, key)
-    finally:
-        primary.close()
+    # Just before the order's INSERT, the server session serving this client ends.
+    with session_ended_before('INSERT INTO "orders_order"') as ended:
+        lost = post_order(api, product, key)
+    retried = post_order(api, product, key)
 
     assert ended
     assert lost.status_code == 503

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 from django.conf import settings
@@ -33,7 +32,7 @@ from idempotency.sql import record_find, token_and_record_find
 from orders.models import Order
 from tests.conftest import client_for, new_key
 from tests.factories import DEFAULT_PASSWORD
-from tests.processes import child_database_url
+from tests.processes import session_ended_before
 
 pytestmark = pytest.mark.django_db
 
@@ -186,24 +185,9 @@ def test_a_live_lock_goes_on_to_the_core_which_answers_409_with_retry_after(
 def test_a_session_lost_under_the_fast_paths_read_is_the_views_503(create_order):
     key = new_key()
     create_order(key=key)
-    admin = psycopg.connect(child_database_url(), autocommit=True)
-    ended: list[int] = []
-
-    def end_the_session(execute, sql, params, many, context):
-        # Just before the fast path's joined read, this request's server session ends.
-        if not ended and sql.startswith('SELECT t."key"'):
-            raw = context["cursor"]
-            raw.execute("SELECT pg_backend_pid()")
-            (pid,) = raw.fetchone()
-            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-            ended.append(pid)
-        return execute(sql, params, many, context)
-
-    try:
-        with connection.execute_wrapper(end_the_session):
-            lost = create_order(key=key)
-    finally:
-        admin.close()
+    # Just before the fast path's joined read, this request's server session ends.
+    with session_ended_before('SELECT t."key"') as ended:
+        lost = create_order(key=key)
     # What Django does after every request (its test client leaves it out): the broken
     # connection is closed, and the retry opens a new one.
     connection.close_if_unusable_or_obsolete()
