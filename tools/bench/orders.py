@@ -54,6 +54,8 @@ RATIOS = (
     ("layer_on_vs_off", "key layer on / off req/s", "first", "off", OVERHEAD_TARGET),
     ("first_vs_floor", "first-time req/s / framework floor req/s", "first", "floor", None),
     ("replay_vs_floor", "replay req/s / framework floor req/s", "replay", "floor", None),
+    ("ceiling_vs_floor", "server ceiling req/s / framework floor req/s", "ceiling", "floor", None),
+    ("replay_vs_ceiling", "replay req/s / server ceiling req/s", "replay", "ceiling", None),
     ("first_vs_raw_sql", "first-time req/s / raw SQL tps", "first", "raw", None),
     ("hot_layer_on_vs_off", "hot product: key layer on / off req/s", "hot_first", "hot_off", None),
     ("hot_vs_spread", "hot product / own product first-time req/s", "hot_first", "first", None),
@@ -80,6 +82,8 @@ NOTES = {
     "stock_left": "never runs out",
     "layer_on_vs_off": "overhead = 1 - value",
     "first_vs_floor": "the floor: same auth and throttle, one indexed read",
+    "ceiling_vs_floor": "the most any answer could be over the floor on this server",
+    "replay_vs_ceiling": "the ceiling: GET /healthz, answered by the first middleware",
     "first_vs_raw_sql": "share of the ceiling the app reaches",
     "hot_layer_on_vs_off": "context: lock-bound, no target",
     "hot_vs_spread": "what queueing on one row costs",
@@ -122,6 +126,11 @@ def key_reads(token: str, keys: list[list[str]]) -> RequestFactory:
         path=f"/api/v1/idempotency-keys/{keys[client][n % len(keys[client])]}/",
         headers={"Authorization": f"Token {token}"},
     )
+
+
+def liveness(client: int, n: int) -> HttpRequest:
+    """The server's ceiling: ``GET /healthz``, answered before any other middleware."""
+    return HttpRequest(method="GET", path="/healthz")
 
 
 def precreate(ctx: BenchContext, server: Server, skus: list[str]) -> list[list[str]]:
@@ -178,6 +187,9 @@ def http_scenarios(ctx: BenchContext, spread: list[str]) -> dict[str, Throughput
         )
         label = "framework floor: GET /api/v1/idempotency-keys/{key}/"
         figures["floor"] = ctx.measure(on, "framework_floor", label, key_reads(token, keys))
+        # What this server answers at most: no database, no Redis, no view, one middleware.
+        label = "server ceiling: GET /healthz"
+        figures["ceiling"] = ctx.measure(on, "server_ceiling", label, liveness)
     return figures
 
 
@@ -586,7 +598,9 @@ def run(ctx: BenchContext) -> SuiteResult:
     return SuiteResult(
         name=SUITE.name,
         title=SUITE.title,
-        throughputs=[http[k] for k in ("first", "replay", "off", "hot_first", "hot_off", "floor")]
+        throughputs=[
+            http[k] for k in ("first", "replay", "off", "hot_first", "hot_off", "floor", "ceiling")
+        ]
         + [http[k] for k in sorted(http) if k.startswith("alt_")]
         + [http["raw"]],
         metrics=figures(specs, values, notes),
