@@ -65,8 +65,7 @@ def post_and_die(
         env=env,
         code=f"""
         import os
-        import psycopg
-from django.db import connection
+        from django.db import connection
         from rest_framework.test import APIClient
 
         def die(execute, sql, params, many, context):
