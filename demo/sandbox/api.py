@@ -147,6 +147,7 @@ SANDBOX_ENDPOINTS = [
     "POST /sandbox/v1/refunds (Idempotency-Key)",
     "GET /sandbox/v1/refunds/{out_refund_no}",
     "GET /sandbox/v1/wallets/{payer}",
+    "GET /sandbox/v1/statements/{date} (the UTC day's statement as CSV, date YYYY-MM-DD)",
     "GET, POST, DELETE /sandbox/v1/faults (staff of the shop)",
 ]
 

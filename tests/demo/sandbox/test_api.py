@@ -393,3 +393,25 @@ def test_the_index_is_a_page_for_a_browser():
     assert "<h1>Sandbox provider</h1>" in html
     assert "<li><code>GET /sandbox/v1/wallets/{payer}</code></li>" in html
     assert '<a href="/admin/">' in html
+
+
+def test_the_index_lists_every_route_the_sandbox_serves():
+    # Each route of demo/sandbox/urls.py, its parameters (<path:payer>, {payer}) blurred
+    # to {}: the index names them for a reader, the URLconf for Django.
+    from demo.sandbox.urls import urlpatterns
+
+    endpoints = Client().get("/sandbox/").json()["endpoints"]
+    listed = {
+        re.sub(r"\{[^}]*\}", "{}", word)
+        for endpoint in endpoints
+        for word in endpoint.split()
+        if word.startswith("/sandbox/")
+    }
+    routes = {
+        "/sandbox/" + re.sub(r"<[^>]*>", "{}", str(pattern.pattern))
+        for pattern in urlpatterns
+        if str(pattern.pattern)
+    }
+
+    assert routes - listed == set()
+    assert any(e.startswith("GET /sandbox/v1/statements/{date}") for e in endpoints)
