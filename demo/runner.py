@@ -145,9 +145,20 @@ STRIPE_STARTUP_S = 30.0
 
 def _provider(bin_dir: str) -> Child:
     if WITH_STRIPE:
+        # On loopback, its objects in the Stripe demo's state directory beside its
+        # database (demo/stripe_emulator.py).
+        state = VAR_DIR / "localstripe.pickle"
         return Child(
             "localstripe",
-            [sys.executable, "-m", "localstripe", "--port", PROVIDER_PORT, "--from-scratch"],
+            [
+                sys.executable,
+                "-m",
+                "demo.stripe_emulator",
+                "--port",
+                PROVIDER_PORT,
+                "--state",
+                str(state),
+            ],
         )
     # Serves only the sandbox and its admin (demo/provider_urls.py), not the shop.
     return Child(
@@ -179,6 +190,19 @@ def _register_stripe_webhook() -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)  # localstripe has no readiness signal: ask again
+
+
+def provider_note() -> str:
+    """The banner's lines about the provider: where it is, and what a person can do there."""
+    if not WITH_STRIPE:
+        return f"Its payment provider (the sandbox): http://127.0.0.1:{PROVIDER_PORT}/sandbox/"
+    # localstripe has no pages: its root answers a browser with a 401 in JSON. Its API
+    # takes any test key, so the command that lists what it holds is what to give.
+    api = f"http://127.0.0.1:{PROVIDER_PORT}"
+    return (
+        f"Its payment provider: Stripe, emulated by localstripe at {api} (an API, no pages)."
+        f"\nWhat it holds: curl -s -u {DEMO_STRIPE['STRIPE_API_KEY']}: {api}/v1/payment_intents"
+    )
 
 
 def _children(bin_dir: str) -> list[Child]:
@@ -313,12 +337,9 @@ def main() -> int:
             child.start()
         if WITH_STRIPE:
             _register_stripe_webhook()
-            provider = f"(Stripe, emulated by localstripe): http://127.0.0.1:{PROVIDER_PORT}/"
-        else:
-            provider = f"(the sandbox): http://127.0.0.1:{PROVIDER_PORT}/sandbox/"
         print(
             f"\nOnceShop is running on http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)"
-            f"\nIts payment provider {provider}\n",
+            f"\n{provider_note()}\n",
             flush=True,
         )
         reason = _supervise(children, stopping)
