@@ -53,14 +53,17 @@ cluster: install
 cluster-test: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/cluster/cluster_run.py
 
-# Beside a running `make demo` (same PORT), in its profile and on its services: the
-# settings find the shop and its provider from PORT, so `PORT=9000 make demo` pairs
-# with `PORT=9000 make story`.
+# Beside a running `make demo` (same PORT), in its profile, on its services and with
+# its payment provider: the demo publishes its environment under .var/demos/ while it
+# runs (demo/beside.py), so `PORT=9000 make demo PAYMENT_PROVIDER=stripe` pairs with
+# `PORT=9000 make audit`. With no demo on that PORT they say so in one line (exit 2);
+# `make shell` then opens on the embedded servers of PAYMENT_PROVIDER's demo.
 # A person reads what these print: logs go to stderr in the plain format, warnings
 # and errors only (LOG_LEVEL=INFO make story shows the rest), never JSON lines
 # between the sentences. Servers keep JSON (the settings' default).
 FOR_A_PERSON := LOG_FORMAT=$${LOG_FORMAT:-plain} LOG_LEVEL=$${LOG_LEVEL:-WARNING}
-BESIDE_DEMO := DEMO_MODE=true $(FOR_A_PERSON) $(WITH_SERVICES) $(PY) manage.py
+BESIDE := DEMO_MODE=true $(FOR_A_PERSON) $(PY) -m demo.beside
+BESIDE_DEMO := $(BESIDE) -- $(PY) manage.py
 
 story: install
 	$(BESIDE_DEMO) story
@@ -72,7 +75,7 @@ reconcile: install
 	$(BESIDE_DEMO) reconcile --once
 
 shell: install
-	$(BESIDE_DEMO) shell
+	$(BESIDE) --or-embedded -- $(PY) manage.py shell
 
 test: install
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
@@ -120,5 +123,9 @@ chaos: install
 	$(PY) -m tools.chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) \
 		--topology $(TOPOLOGY) $(CHAOS_ARGS)
 
+# Every demo's state (each provider's database, Redis and provider, the cluster's):
+# refused while a demo or a cluster runs from .var/; what killed runs left running
+# is stopped first. The next `make demo` starts from nothing.
 clean:
+	test ! -x $(PY) || $(PY) -m demo.beside --idle
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

@@ -11,6 +11,9 @@ two URLs to the command, and stops the servers it started when the command
 ends (Ctrl-C included). The data directories are kept, so the next run reuses
 them. There is no second implementation: the embedded servers are the same
 PostgreSQL and Redis the production settings talk to, over the same URLs.
+
+Each payment provider's demo has servers of its own: the sandbox's under
+``.var/``, another's under ``.var/<provider>/`` (``PAYMENT_PROVIDER``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,22 @@ from typing import Any
 from urllib.parse import quote
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("ONCESHOP_VAR_DIR", BASE_DIR / ".var"))
+# Everything the demos keep between runs (`make clean` removes it).
+VAR_ROOT = Path(os.environ.get("ONCESHOP_VAR_DIR", BASE_DIR / ".var"))
+
+
+def provider_var_dir(provider: str) -> Path:
+    """Where the demo of ``provider`` keeps its database, Redis and provider state.
+
+    One per provider: a demo's books name the charges of its own provider (sandbox
+    charges, or Stripe PaymentIntents), so the demo of another provider, reading
+    the same database, would find payments its provider never saw. The sandbox's
+    is the root itself, where the tests' embedded servers live too.
+    """
+    return VAR_ROOT if provider == "sandbox" else VAR_ROOT / provider
+
+
+VAR_DIR = provider_var_dir(os.environ.get("PAYMENT_PROVIDER") or "sandbox")
 PG_DIR = VAR_DIR / "pg"
 REDIS_DIR = VAR_DIR / "redis"
 DATABASE_NAME = "onceshop"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config.production import DEVELOPMENT_STRIPE_API_KEY, DEVELOPMENT_STRIPE_WEBHOOK_SECRET
+from demo import beside
 from demo.embedded import VAR_DIR
 
 PORT = os.environ.get("PORT", "8000")
@@ -48,6 +49,40 @@ QUIET_WORKER = {"PYTHONWARNINGS": "ignore:You're running the worker with superus
 WORKER_METRICS_PORT = os.environ.get("CELERY_METRICS_PORT", str(int(PORT) + 2))
 # One multiprocess metrics directory per process family, each emptied when it starts.
 METRICS_DIR = VAR_DIR / "metrics"
+
+
+# What `make demo` writes on its database (a comment on it, PostgreSQL's own place for a
+# word about a database): which provider's demo the books there belong to.
+DATABASE_MARK = "OnceShop demo, payment provider: "
+
+
+def database_claim(url: str, provider: str) -> str | None:
+    """Mark the database at ``url`` as ``provider``'s demo's; the other provider it holds, if any.
+
+    The embedded servers keep one database per provider (demo/embedded.py); a
+    database given by DATABASE_URL serves whichever demo starts on it, and a demo of
+    another provider there would find payments its provider never made. A
+    database already commented on by someone else, or whose comment we may not
+    set, is left as it is.
+    """
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        name, comment = connection.execute(
+            "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database"
+            " WHERE datname = current_database()"
+        ).fetchone() or ("", None)
+        if comment is None:
+            with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                connection.execute(
+                    sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                        sql.Identifier(name), sql.Literal(DATABASE_MARK + provider)
+                    )
+                )
+            return None
+        held = comment.removeprefix(DATABASE_MARK) if comment.startswith(DATABASE_MARK) else None
+        return held if held not in (None, provider) else None
 
 
 def _manage(*args: str) -> None:
@@ -308,10 +343,31 @@ def _stop(children: list[Child]) -> None:
             child.pidfile.unlink(missing_ok=True)
 
 
+def _refusal() -> str | None:
+    """Why this demo must not start, in one line; None when it may."""
+    if beside.running(PORT) is not None:
+        return f"A demo is already running on PORT {PORT}: use it, or start this one elsewhere."
+    provider = os.environ["PAYMENT_PROVIDER"]
+    held = database_claim(os.environ["DATABASE_URL"], provider)
+    if held is not None:
+        return (
+            f"The database at DATABASE_URL holds the {held} demo's books; the {provider} demo "
+            "needs its own: point DATABASE_URL (and REDIS_URL) at others, or unset both and "
+            "the embedded servers keep one per provider under .var/."
+        )
+    return None
+
+
 def main() -> int:
     os.environ.setdefault("DEMO_MODE", "true")
+    # Said out loud, so the commands beside this demo take the same one (demo/beside.py).
+    os.environ.setdefault("PAYMENT_PROVIDER", "sandbox")
     # The settings derive SHOP_BASE_URL and PROVIDER_BASE_URL from these two.
     os.environ["PORT"], os.environ["PROVIDER_PORT"] = PORT, PROVIDER_PORT
+    refused = _refusal()
+    if refused is not None:
+        print(f"[demo] {refused}", file=sys.stderr, flush=True)
+        return 2
     # A console a person reads: plain lines (still with the request id); LOG_FORMAT=json
     # shows what production writes.
     os.environ.setdefault("LOG_FORMAT", "plain")
@@ -337,6 +393,8 @@ def main() -> int:
             child.start()
         if WITH_STRIPE:
             _register_stripe_webhook()
+        # `make story`, `audit`, `reconcile` and `shell` find this demo by its PORT.
+        beside.publish(port=PORT, env=dict(os.environ))
         print(
             f"\nOnceShop is running on http://127.0.0.1:{PORT}/  (Ctrl-C stops everything)"
             f"\n{provider_note()}\n",
@@ -345,6 +403,7 @@ def main() -> int:
         reason = _supervise(children, stopping)
         print(f"[demo] stopping: {reason}", flush=True)
     finally:
+        beside.withdraw(port=PORT)
         _stop(children)
     # Stopped on request: success. A child that died on its own is a failure.
     return 0 if stopping else 1

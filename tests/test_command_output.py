@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from demo import beside
+from tests.cluster.conftest import free_port
 from tests.factories import UserFactory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,9 +34,12 @@ def _recipe(target: str) -> str:
     return dry.stdout.strip().splitlines()[-1]
 
 
-def _run(command: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _database_url() -> str:
     database = settings.DATABASES["default"]
-    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+    return f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+
+
+def _run(command: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-c", command],  # noqa: S607
         cwd=ROOT,
@@ -42,8 +47,24 @@ def _run(command: str, **env: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, "DATABASE_URL": url, **env},
+        env={**os.environ, "DATABASE_URL": _database_url(), **env},
     )
+
+
+@pytest.fixture
+def beside_a_demo(tmp_path, monkeypatch, sandbox):
+    """The environment of a command run beside a demo on the test database.
+
+    The demo is this process, published the way `make demo` publishes itself
+    (demo/beside.py), with the test database and the live sandbox as its services.
+    """
+    var = tmp_path / "var"
+    monkeypatch.setattr(beside, "DEMOS_DIR", var / "demos")
+    port = str(free_port())
+    demo = {"PORT": port, "DATABASE_URL": _database_url(), "PROVIDER_BASE_URL": sandbox}
+    beside.publish(port=port, env={**demo, "PAYMENT_PROVIDER": "sandbox"})
+    yield {"ONCESHOP_VAR_DIR": str(var), "PORT": port}
+    beside.withdraw(port=port)
 
 
 def _json_lines(text: str) -> list[str]:
@@ -58,11 +79,11 @@ def test_the_commands_a_person_runs_log_plain_warnings(target):
     assert "LOG_LEVEL=${LOG_LEVEL:-WARNING}" in recipe
 
 
-def test_make_audit_prints_no_json_log_line(paid_order, sandbox):
+def test_make_audit_prints_no_json_log_line(paid_order, beside_a_demo):
     recipe = _recipe("audit")
 
-    audit = _run(recipe, PROVIDER_BASE_URL=sandbox)
-    logged = _run(recipe, PROVIDER_BASE_URL=sandbox, LOG_FORMAT="json", LOG_LEVEL="INFO")
+    audit = _run(recipe, **beside_a_demo)
+    logged = _run(recipe, **beside_a_demo, LOG_FORMAT="json", LOG_LEVEL="INFO")
 
     assert audit.returncode == 0, audit.stderr
     assert "clean" in audit.stdout.lower()

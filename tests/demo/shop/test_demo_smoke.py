@@ -3,6 +3,7 @@ worker, and Ctrl-C leaves nothing running, embedded PostgreSQL and Redis include
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -117,6 +118,9 @@ def test_make_demo_starts_from_clean_restarts_its_worker_and_stops_everything(tm
         wait_for(lambda: home_answers(f"http://127.0.0.1:{port}/"), START_S, "home page", demo, log)
         pidfile = var / "worker.pid"
         worker = pid_in(pidfile)
+        # The commands beside it find it by its PORT (demo/beside.py)
+        published = var / "demos" / f"{port}.json"
+        assert json.loads(published.read_text())["env"]["PAYMENT_PROVIDER"] == "sandbox"
         seen = descendants(demo.pid)
         servers = {
             pid_in(var / "pg" / "postmaster.pid"): "postgres",
@@ -152,6 +156,7 @@ def test_make_demo_starts_from_clean_restarts_its_worker_and_stops_everything(tm
         time.sleep(0.2)
     assert [name for pid, name in servers.items() if start_time(pid)] == []
     assert not pidfile.exists()
+    assert not published.exists()
     assert "worker died (signal SIGKILL); restarting" in log.read_text()
     # Nothing a person running the demo cannot act on: no warnings at all.
     warned = [line for line in log.read_text().splitlines() if "warning" in line.lower()]
