@@ -66,17 +66,24 @@ def give_to_server_user(path: Path) -> None:
 def _tool(*argv: str) -> None:
     done = subprocess.run(argv, capture_output=True, check=False, **run_as())
     if done.returncode != 0:
-        raise RuntimeError(f"{argv[0]} failed:\n{done.stderr.decode(errors='replace')}")
+        said = " ".join(done.stderr.decode(errors="replace").split())
+        raise RuntimeError(f"{os.path.basename(argv[0])} failed: {said}")
 
 
 @dataclass
 class Server:
-    """One PostgreSQL server (``postgres -D``), a child of this process."""
+    """One PostgreSQL server (``postgres -D``), a child of this process.
+
+    Its port, and whatever else ``options`` holds, is given on the command line at
+    every start, where it overrides the data directory's files: a directory built by
+    an earlier run on other ports starts on this run's.
+    """
 
     name: str
     data_dir: Path
     port: int
     process: subprocess.Popen[bytes] | None = None
+    options: list[str] = field(default_factory=list)
     log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,7 +95,10 @@ class Server:
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [pg_binary("postgres"), "-D", str(self.data_dir)],
+                [
+                    pg_binary("postgres"),
+                    *("-D", str(self.data_dir), "-p", str(self.port), *self.options),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -100,14 +110,22 @@ class Server:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited; see {self.log}")
+                raise RuntimeError(f"{self.what} exited: {self.last_fatal()}; see {self.log}")
             try:
                 psycopg.connect(self.url(), connect_timeout=2).close()
                 return
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as error:
                 if time.monotonic() > deadline:
-                    raise
+                    raise RuntimeError(
+                        f"{self.what} accepted no connection within {READY_TIMEOUT_S:.0f} s; "
+                        f"see {self.log}"
+                    ) from error
                 time.sleep(0.1)  # no readiness signal beyond accepting a connection
+
+    @property
+    def what(self) -> str:
+        """The server in a person's words, for a message about it."""
+        return f"the {self.name} (PostgreSQL on 127.0.0.1:{self.port})"
 
     def stop(self, *, kill: bool = False) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -121,6 +139,15 @@ class Server:
                 os.killpg(self.process.pid, 9)
             self.process.wait(timeout=5)
 
+    def last_fatal(self) -> str:
+        """The last FATAL line of the server's log: why it stopped, in its own words."""
+        with contextlib.suppress(OSError):
+            lines = self.log.read_text(errors="replace").splitlines()
+            fatal = [line.split("FATAL:", 1)[1].strip() for line in lines if "FATAL:" in line]
+            if fatal:
+                return fatal[-1]
+        return "no reason in its log"
+
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
@@ -131,10 +158,10 @@ class Server:
             return cursor.fetchall() if cursor.description else []
 
 
-def _settings(port: int, socket_dir: Path, *, durable: bool) -> str:
+def _settings(socket_dir: Path, *, durable: bool) -> str:
+    # No port here: each start gives it (Server.options).
     lines = [
         "listen_addresses = '127.0.0.1'",
-        f"port = {port}",
         f"unix_socket_directories = '{socket_dir}'",
         "wal_level = replica",
         "max_wal_senders = 5",
@@ -183,10 +210,29 @@ class Pair:
 
 
 def start_pair(root: Path, *, primary_port: int, replica_port: int, durable: bool) -> Pair:
-    """Start (building on first use) a primary and its hot standby under ``root``."""
+    """Start (building on first use) a primary and its hot standby under ``root``.
+
+    If either does not start, the one that did is stopped before the error goes on.
+    """
     give_to_server_user(root)
     primary = Server("primary", root / "primary", primary_port)
-    replica = Server("replica", root / "replica", replica_port)
+    # Where the standby streams from, on the command line like its port: the one
+    # pg_basebackup wrote into its files names the primary's port of that day.
+    conninfo = f"host=127.0.0.1 port={primary_port} user={SUPERUSER} application_name=replica"
+    replica = Server(
+        "replica", root / "replica", replica_port, options=["-c", f"primary_conninfo={conninfo}"]
+    )
+    pair = Pair(primary, replica)
+    try:
+        _build_and_start(root, pair, durable=durable)
+    except BaseException:
+        pair.stop()
+        raise
+    return pair
+
+
+def _build_and_start(root: Path, pair: Pair, *, durable: bool) -> None:
+    primary, replica = pair.primary, pair.replica
     if not (primary.data_dir / "PG_VERSION").exists():
         shutil.rmtree(primary.data_dir, ignore_errors=True)
         shutil.rmtree(replica.data_dir, ignore_errors=True)
@@ -200,7 +246,7 @@ def start_pair(root: Path, *, primary_port: int, replica_port: int, durable: boo
             "--no-instructions",
         )  # fmt: skip
         with (primary.data_dir / "postgresql.conf").open("a") as conf:
-            conf.write(_settings(primary_port, root, durable=durable))
+            conf.write(_settings(root, durable=durable))
         with (primary.data_dir / "pg_hba.conf").open("a") as hba:
             # Loopback only; the replica streams WAL over a replication connection.
             hba.write("host replication all 127.0.0.1/32 trust\n")
@@ -211,12 +257,9 @@ def start_pair(root: Path, *, primary_port: int, replica_port: int, durable: boo
         _tool(
             pg_binary("pg_basebackup"),
             "-h", "127.0.0.1",
-            "-p", str(primary_port),
+            "-p", str(primary.port),
             "-U", SUPERUSER,
             "-D", str(replica.data_dir),
             "-R", "-X", "stream", "-c", "fast",
         )  # fmt: skip
-        with (replica.data_dir / "postgresql.conf").open("a") as conf:
-            conf.write(f"port = {replica_port}\n")
     replica.start()
-    return Pair(primary, replica)

@@ -26,6 +26,7 @@ import requests
 
 from demo.cluster import preflight
 from demo.cluster.haproxy import HAProxy
+from demo.cluster.leftovers import AlreadyRunning, forget, record, stop_leftovers
 from demo.cluster.pgbouncer import PgBouncer, Target
 from demo.cluster.postgres import Pair, start_pair
 from demo.runner import QUIET_WORKER, Child, _gunicorn, _stop
@@ -256,6 +257,18 @@ def _revive(
     return True
 
 
+class StartFailed(Exception):
+    """A step of the start did not happen; the message says which and why, in one line."""
+
+
+def _step(what: str, action: Callable[[], None]) -> None:
+    try:
+        action()
+    except Exception as error:
+        said = " ".join(str(error).split()) or type(error).__name__
+        raise StartFailed(f"{what}{said}") from error
+
+
 def main() -> int:
     port = int(os.environ.get("PORT", "8000"))
     count = int(os.environ.get("CLUSTER_NODES", "3"))
@@ -266,6 +279,15 @@ def main() -> int:
         print(preflight.message(problems), file=sys.stderr)
         return 2
     CLUSTER_DIR.mkdir(parents=True, exist_ok=True)
+    # An earlier run that was killed left its engines running on its ports, over the
+    # data directories this one needs: they go first.
+    try:
+        stopped = stop_leftovers(CLUSTER_DIR)
+    except AlreadyRunning as running:
+        print(f"make cluster could not start: {running}; stop it first", file=sys.stderr)
+        return 2
+    if stopped:
+        print(f"[cluster] stopped what a killed run left running: {', '.join(stopped)}")
 
     stopping: list[bool] = []
 
@@ -275,18 +297,15 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
 
-    pair = start_pair(
-        CLUSTER_DIR / "pg",
-        primary_port=port + PRIMARY_PORT_OFFSET,
-        replica_port=port + REPLICA_PORT_OFFSET,
-        durable=True,
-    )
+    # Everything is described before anything starts, so that whatever a failed start
+    # got to is stopped below (each stop does nothing for what never started).
+    primary_port, replica_port = port + PRIMARY_PORT_OFFSET, port + REPLICA_PORT_OFFSET
     bouncer = PgBouncer(
         work_dir=CLUSTER_DIR / "pgbouncer",
         port=port + PGBOUNCER_PORT_OFFSET,
         targets=[
-            Target(DATABASE, pair.primary.port, DATABASE),
-            Target(f"{DATABASE}_replica", pair.replica.port, DATABASE),
+            Target(DATABASE, primary_port, DATABASE),
+            Target(f"{DATABASE}_replica", replica_port, DATABASE),
         ],
         lock_timeout_ms=LOCK_TIMEOUT_MS,
     )
@@ -300,35 +319,65 @@ def main() -> int:
         env={"SANDBOX_ONLY": "true", **_metrics("provider")},
     )
     balancer = HAProxy(CLUSTER_DIR / "haproxy", port, [(node.name, node.port) for node in nodes])
-    engines = [
-        Engine("primary", pair.primary.start, pair.primary.stop, lambda: pair.primary.process),
-        Engine("replica", pair.replica.start, pair.replica.stop, lambda: pair.replica.process),
-        Engine("pgbouncer", bouncer.start, bouncer.stop, lambda: bouncer.process),
-        Engine("haproxy", balancer.start, balancer.stop, lambda: balancer.process),
-    ]
     children = [provider, *(child for node in nodes for child in node.children)]
+    pairs: list[Pair] = []  # the pair, once it started
+
+    def record_run() -> None:
+        # What a killed run would leave running, for the next one to stop (leftovers.py).
+        servers = [(s.name, s.pid, signal.SIGINT) for p in pairs for s in (p.primary, p.replica)]
+        record(
+            CLUSTER_DIR,
+            [
+                *servers,
+                ("pgbouncer", bouncer.pid, signal.SIGINT),
+                ("haproxy", balancer.pid, signal.SIGTERM),
+                *((c.name, c.process.pid if c.process else None, signal.SIGTERM) for c in children),
+            ],
+        )
+
     try:
-        _ensure_database(pair)
-        bouncer.start()
-        os.environ.update(env)
-        # The schema on the primary directly (DDL needs no pooler); the replica gets
-        # it by streaming. The demo's data through PgBouncer, as the nodes write.
-        _manage({**os.environ, "DATABASE_URL": pair.primary.url(DATABASE)}, "migrate",
-                "--no-input", "-v", "0")  # fmt: skip
-        _manage(dict(os.environ), "collectstatic", "--no-input", "-v", "0")
-        _manage(dict(os.environ), "seed_demo")
-        for child in children:
-            child.start()
-        balancer.start()
-        url = f"http://127.0.0.1:{port}"
-        provider_url = f"http://127.0.0.1:{port + 1}"
+        try:
+            _step(
+                "",
+                lambda: pairs.append(
+                    start_pair(
+                        CLUSTER_DIR / "pg",
+                        primary_port=primary_port,
+                        replica_port=replica_port,
+                        durable=True,
+                    )
+                ),
+            )
+            record_run()
+            pair = pairs[0]
+            _step("creating the database: ", lambda: _ensure_database(pair))
+            _step(f"PgBouncer on 127.0.0.1:{bouncer.port}: ", bouncer.start)
+            record_run()
+            os.environ.update(env)
+            # The schema on the primary directly (DDL needs no pooler); the replica gets
+            # it by streaming. The demo's data through PgBouncer, as the nodes write.
+            primary_env = {**os.environ, "DATABASE_URL": pair.primary.url(DATABASE)}
+            _step("migrate: ", lambda: _manage(primary_env, "migrate", "--no-input", "-v", "0"))
+            _step("collectstatic: ", lambda: _manage(dict(os.environ), "collectstatic",
+                                                     "--no-input", "-v", "0"))  # fmt: skip
+            _step("seed_demo: ", lambda: _manage(dict(os.environ), "seed_demo"))
+            for child in children:
+                child.start()
+            _step(f"HAProxy on 127.0.0.1:{port}: ", balancer.start)
+            record_run()
+            url = f"http://127.0.0.1:{port}"
+            provider_url = f"http://127.0.0.1:{port + 1}"
+            # Announced (state.json, the banner) once every web server answers: a
+            # newcomer's first request then never meets a node still booting.
+            bases = [f"http://127.0.0.1:{node.port}" for node in nodes] + [url, provider_url]
+            _step("", lambda: _wait_healthy(bases))
+        except StartFailed as failed:
+            print(f"make cluster could not start: {failed}", file=sys.stderr, flush=True)
+            return 1
         write = lambda: write_state(  # noqa: E731
             url=url, nodes=nodes, pair=pair, bouncer=bouncer,
             broker=broker, env=env,
         )  # fmt: skip
-        # Announced (state.json, the banner) once every web server answers: a
-        # newcomer's first request then never meets a node still booting.
-        _wait_healthy([f"http://127.0.0.1:{node.port}" for node in nodes] + [url, provider_url])
         write()
         print(
             f"\nOnceShop cluster: {url}/  ({count} web nodes behind HAProxy; Ctrl-C stops it)"
@@ -336,6 +385,12 @@ def main() -> int:
             f"\nState: {STATE_FILE}\n",
             flush=True,
         )
+        engines = [
+            Engine("primary", pair.primary.start, pair.primary.stop, lambda: pair.primary.process),
+            Engine("replica", pair.replica.start, pair.replica.stop, lambda: pair.replica.process),
+            Engine("pgbouncer", bouncer.start, bouncer.stop, lambda: bouncer.process),
+            Engine("haproxy", balancer.start, balancer.stop, lambda: balancer.process),
+        ]
         restarts = {
             name: Restarts() for name in [e.name for e in engines] + [c.name for c in children]
         }
@@ -352,6 +407,8 @@ def main() -> int:
                     # Whatever is left of its group goes too: no orphaned pool.
                     child.signal_group(signal.SIGKILL)
                 changed |= _revive(child.name, child.alive, child.start, restarts[child.name], now)
+            if changed:
+                record_run()
             # Forks come and go (gunicorn replaces a worker, celery its pool): the
             # state follows them, checked every STATE_EVERY_S.
             if changed or now >= next_state:
@@ -363,6 +420,8 @@ def main() -> int:
         balancer.stop()
         _stop(children)
         bouncer.stop()
-        pair.stop()
+        for started in pairs:
+            started.stop()
         STATE_FILE.unlink(missing_ok=True)
+        forget(CLUSTER_DIR)
     return 0
