@@ -51,8 +51,8 @@ def keep_objects_in(path: Path) -> None:
         partial.write_bytes(pickle.dumps(dict(store), protocol=pickle.HIGHEST_PROTOCOL))
         partial.replace(path)
 
-    store.try_load_from_disk = load  # type: ignore[method-assign]
-    store.dump_to_disk = dump  # type: ignore[method-assign]
+    store.try_load_from_disk = load
+    store.dump_to_disk = dump
     load()
 
 

@@ -141,6 +141,9 @@ class Books:
     audit_note: str = ""
     gauges: list[GaugeRow] = field(default_factory=list)
     cases: list[CaseRow] = field(default_factory=list)  # the operator's desk: open cases
+    # Whether the provider keeps wallets to set beside ours (KeepsWallets): the card
+    # says so when it does not, rather than "no payments yet".
+    keeps_wallets: bool = True
 
     @property
     def inventory_agrees(self) -> bool:
@@ -309,6 +312,7 @@ def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Boo
     for row in Payment.objects.values("status").annotate(n=Count("id")):
         payments[row["status"]] = row["n"]
     waiting, waiting_count = waiting_for_reconciliation()
+    keeps_wallets = isinstance(get_provider(), KeepsWallets)
     audit, audit_error = None, ""
     audit_note = "" if with_audit else gettext("The audit was not run for this view.")
     if with_audit:
@@ -330,7 +334,8 @@ def books_snapshot(*, with_wallets: bool = True, with_audit: bool = True) -> Boo
         records=_records(now),
         notifications=_notifications(),
         # The sandbox keeps wallets; another provider has none to show (docs/providers.md).
-        wallets=_wallets() if with_wallets and isinstance(get_provider(), KeepsWallets) else [],
+        wallets=_wallets() if with_wallets and keeps_wallets else [],
+        keeps_wallets=keeps_wallets,
         waiting=waiting,
         waiting_count=waiting_count,
         audit=audit,

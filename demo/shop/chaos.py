@@ -28,6 +28,7 @@ from demo.shop.client import ShopClient
 from demo.shop.errors import ChaosUnavailable
 from demo.shop.selectors import product_cheapest_in_stock
 from orders.models import Order
+from payments.providers import TakesScriptedFaults, get_provider
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,19 @@ KILL_NOT_FROM_HERE = gettext_noop(
     "new one, and a task it was running is handed out again. Under `make demo` the panel "
     "kills it itself."
 )
+
+
+# The faults are the sandbox's: a provider without them (the Stripe demo's emulator)
+# gets this sentence in their place, and an arm or clear posted anyway does nothing.
+NO_SCRIPTED_FAULTS = gettext_noop(
+    "This demo's payment provider takes no scripted faults: they are the sandbox's "
+    "(`make demo` runs it). What follows needs no provider faults and works here too."
+)
+
+
+def chaos_takes_faults() -> bool:
+    """Whether the provider the shop pays through takes the panel's scripted faults."""
+    return isinstance(get_provider(), TakesScriptedFaults)
 
 
 def chaos_can_kill_here() -> bool:

@@ -25,7 +25,7 @@ from payments.providers.base import (
     StatementMalformed,
     WalletStatement,
 )
-from payments.providers.capabilities import KeepsWallets, PreparesCharges
+from payments.providers.capabilities import KeepsWallets, PreparesCharges, TakesScriptedFaults
 
 __all__ = [
     "ChargeResult",
@@ -47,6 +47,7 @@ __all__ = [
     "StatementEntry",
     "StatementKind",
     "StatementMalformed",
+    "TakesScriptedFaults",
     "WalletStatement",
     "get_provider",
 ]

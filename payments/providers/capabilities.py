@@ -42,3 +42,16 @@ class KeepsWallets(Protocol):
         Read-only; the audit uses it. Raises ProviderOutcomeUnknown.
         """
         ...
+
+
+@runtime_checkable
+class TakesScriptedFaults(Protocol):
+    """A stand-in provider whose next answers can be scripted (the sandbox's faults API).
+
+    Nothing in the product needs it: the demo's story and chaos panel do. A real
+    provider, or an emulator of one, has no such API; the demo asks for this
+    capability and says why those features are not there, instead of calling it.
+    """
+
+    # Under the provider's base URL: POST scripts one fault, DELETE clears them all.
+    faults_path: str

@@ -65,6 +65,8 @@ STATEMENT_CHUNK_BYTES = 64 * 1024
 class SandboxProvider:
     name = "sandbox"
     callback_route = "callback-sandbox"
+    # TakesScriptedFaults: the demo's story and chaos panel script its next answers.
+    faults_path = "/v1/faults"
 
     def __init__(
         self, *, base_url: str, api_key: str, timeout_s: float, webhook_secrets: list[str]

@@ -39,7 +39,7 @@ from demo.shop.story.narrate import story_narrate
 from demo.shop.story.observe import story_books, story_observe
 from demo.shop.story.report import StoryReport, StoryStep, StoryUnavailable, TallyRow
 from demo.shop.story.scenario import BACKGROUND_WAIT_S, GATEWAY_DELAY_S, scenario_run
-from demo.shop.story.scene import Scene
+from demo.shop.story.scene import Scene, story_faults_path, story_runnable
 
 __all__ = [
     "BACKGROUND_WAIT_S",
@@ -49,6 +49,7 @@ __all__ = [
     "StoryUnavailable",
     "TallyRow",
     "story_run",
+    "story_runnable",
 ]
 
 
@@ -70,6 +71,7 @@ def story_run(
     scene = Scene(
         base_url=(base_url or settings.SHOP_BASE_URL).rstrip("/"),
         provider_url=(provider_url or settings.PROVIDER_BASE_URL).rstrip("/"),
+        faults_path=story_faults_path(),
         operator=operator,
         gateway_delay_s=gateway_delay_s,
         wait_s=wait_s,

@@ -16,12 +16,13 @@ from typing import Any
 
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from demo.shop.answers import Answer
 from demo.shop.story.report import StoryUnavailable
 from demo.shop.story.wire import client, send
 from onceshop_client import Line, OnceShopClient, Reply, new_key
+from payments.providers import TakesScriptedFaults, get_provider
 
 
 class Role(enum.Enum):
@@ -59,12 +60,35 @@ class Happening:
     why: str = ""
 
 
+# Said before the story does anything (no customer, no order): it plays the provider's
+# faults, and only a stand-in provider takes them.
+NO_SCRIPTED_FAULTS = gettext_noop(
+    "The story cannot run in this demo: it scripts the provider's faults (a timeout after "
+    "the charge, duplicated notifications, a late success), and this demo's payment provider "
+    "takes no scripted faults. Run it beside `make demo`, whose sandbox provider does."
+)
+
+
+def story_runnable() -> bool:
+    """Whether the provider the shop pays through takes the story's scripted faults."""
+    return isinstance(get_provider(), TakesScriptedFaults)
+
+
+def story_faults_path() -> str:
+    """Where the provider's faults are scripted; StoryUnavailable if it takes none."""
+    provider = get_provider()
+    if not isinstance(provider, TakesScriptedFaults):
+        raise StoryUnavailable(gettext(NO_SCRIPTED_FAULTS))
+    return provider.faults_path
+
+
 @dataclass
 class Scene:
     """The story's settings, and what its chapters have done so far."""
 
     base_url: str
     provider_url: str
+    faults_path: str  # under provider_url (TakesScriptedFaults)
     operator: str
     gateway_delay_s: float
     wait_s: float
@@ -152,8 +176,8 @@ def place_order(scene: Scene) -> str:
 
 def script_faults(scene: Scene, *faults: dict[str, Any]) -> Answer:
     """Clear the provider's faults, then arm these; the last answer."""
-    answers = [scene.to_provider("DELETE", "/v1/faults")]
-    answers += [scene.to_provider("POST", "/v1/faults", fault) for fault in faults]
+    answers = [scene.to_provider("DELETE", scene.faults_path)]
+    answers += [scene.to_provider("POST", scene.faults_path, fault) for fault in faults]
     failed = next((answer for answer in answers if not answer.ok), None)
     if failed is not None:
         raise StoryUnavailable(
@@ -166,4 +190,4 @@ def script_faults(scene: Scene, *faults: dict[str, Any]) -> Answer:
 def provider_calm(scene: Scene) -> None:
     """Leave the provider well-behaved (no fault armed), if the story got that far."""
     if scene.operator_token:
-        scene.to_provider("DELETE", "/v1/faults")
+        scene.to_provider("DELETE", scene.faults_path)

@@ -17,6 +17,7 @@ from demo.shop.chaos import (
     FAULT_MODES,
     KILL_NOT_FROM_HERE,
     KILL_WHAT_SHOULD_HAPPEN,
+    NO_SCRIPTED_FAULTS,
     REPEAT_WHAT_SHOULD_HAPPEN,
     chaos_burst,
     chaos_can_kill_here,
@@ -24,6 +25,7 @@ from demo.shop.chaos import (
     chaos_fault_clear,
     chaos_kill_worker,
     chaos_repeat,
+    chaos_takes_faults,
     visibility_timeout_s,
 )
 from demo.shop.client import ShopUnreachable
@@ -60,6 +62,8 @@ def _panel(request: HttpRequest, *, bound: FaultForm | None = None, **result: An
     context: dict[str, Any] = {
         "modes": modes,
         "faults": list(active_faults()),
+        "takes_faults": chaos_takes_faults(),
+        "faults_not_here": NO_SCRIPTED_FAULTS,
         "repeat_explained": REPEAT_WHAT_SHOULD_HAPPEN,
         "burst_explained": BURST_WHAT_SHOULD_HAPPEN,
         "kill_explained": KILL_WHAT_SHOULD_HAPPEN,
@@ -101,6 +105,8 @@ def panel(request: HttpRequest) -> HttpResponse:
 @chaos_required
 @staff_required
 def fault_arm(request: HttpRequest) -> HttpResponse:
+    if not chaos_takes_faults():
+        return _panel(request, failed=gettext(NO_SCRIPTED_FAULTS))
     mode = request.POST.get("mode", "")
     if mode not in FAULT_MODE_BY_NAME:
         return _panel(
@@ -129,6 +135,8 @@ def fault_arm(request: HttpRequest) -> HttpResponse:
 @chaos_required
 @staff_required
 def fault_clear(request: HttpRequest) -> HttpResponse:
+    if not chaos_takes_faults():
+        return _panel(request, failed=gettext(NO_SCRIPTED_FAULTS))
     cleared = chaos_fault_clear()
     return _panel(
         request,
