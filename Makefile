@@ -15,7 +15,7 @@ DEV_LOCK := requirements-dev.lock
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install messages lock demo cluster cluster-test story audit reconcile shell test lint format bench lab alerts chaos clean
+.PHONY: install messages lock demo cluster cluster-test story audit reconcile shell test lint format bench lab alerts chaos walk clean
 
 install: $(STAMP) messages
 
@@ -122,6 +122,14 @@ SEED ?= 1
 chaos: install
 	$(PY) -m tools.chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) \
 		--topology $(TOPOLOGY) $(CHAOS_ARGS)
+
+# The second hour, run for real (docs/operating.md, "The newcomer's walk"): make demo and
+# README's API tour, the Stripe demo with a payment and a refund, make demo again with
+# make audit and /books/, make cluster on two PORTs; in a state directory of its own,
+# ending with what is left running. Minutes. `make walk WALK_ARGS="--port 48000"`.
+WALK_ARGS ?=
+walk: install
+	$(PY) -m tools.walk $(WALK_ARGS)
 
 # Every demo's state (each provider's database, Redis and provider, the cluster's):
 # refused while a demo or a cluster runs from .var/; what killed runs left running

@@ -1,0 +1,1 @@
+"""The second hour, scripted: what a newcomer does after `make demo` (`make walk`)."""
