@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -171,3 +172,44 @@ def test_a_database_given_by_url_holds_one_providers_demo():
     finally:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f'COMMENT ON DATABASE "{settings["NAME"]}" IS NULL')
+
+
+def idle(var: Path) -> subprocess.CompletedProcess[str]:
+    """What `make clean` runs before it removes the state directory."""
+    return subprocess.run(
+        [sys.executable, "-m", "demo.beside", "--idle"],
+        cwd=ROOT,
+        env=environment(var),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_make_clean_refuses_while_a_demo_runs(var, published):
+    port = published(PAYMENT_PROVIDER="sandbox")
+
+    done = idle(var)
+
+    assert done.returncode == 1
+    assert f"a demo on PORT {port}" in done.stdout
+    assert beside.demo_file(port).exists()
+
+
+def test_make_clean_first_stops_the_servers_a_killed_demo_left_running(var):
+    # A demo killed outright: the embedded Redis it started (a daemon) outlives it.
+    start = "from demo.embedded import start_redis; start_redis()"
+    subprocess.run([sys.executable, "-c", start], cwd=ROOT, env=environment(var), check=True)
+    pid = int((var / "redis" / "redis.pid").read_text())
+    assert beside.start_time(pid)
+
+    try:
+        done = idle(var)
+    finally:
+        left = beside.start_time(pid)
+        if left:  # only if the check below fails: leave nothing running
+            os.kill(pid, signal.SIGKILL)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert left is None
