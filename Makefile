@@ -135,5 +135,5 @@ walk: install
 # refused while a demo or a cluster runs from .var/; what killed runs left running
 # is stopped first. The next `make demo` starts from nothing.
 clean:
-	test ! -x $(PY) || $(PY) -m demo.beside --idle
+	test ! -x $(PY) || $(PY) -m demo.clean
 	rm -rf .var staticfiles .mypy_cache .ruff_cache .pytest_cache

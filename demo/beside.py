@@ -12,7 +12,6 @@ is found the same way.
 
     python -m demo.beside -- python manage.py audit
     python -m demo.beside --or-embedded -- python manage.py shell   # a demo if one runs
-    python -m demo.beside --idle      # `make clean`: refuses while anything runs here
 """
 
 from __future__ import annotations
@@ -20,9 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +51,6 @@ SHARED_ENV = (
 # The exit status of a command that found no demo to run beside (audit's 1 means
 # "problems found", 3 "a person holds them").
 NO_DEMO = 2
-# How long `--idle` gives a server a killed run left behind to stop after SIGINT/SIGTERM.
-LEFTOVER_STOP_S = 20.0
 
 
 def demo_file(port: str) -> Path:
@@ -107,7 +102,7 @@ def withdraw(*, port: str) -> None:
             path.unlink()
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def read(path: Path) -> dict[str, Any] | None:
     try:
         found = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
@@ -115,8 +110,19 @@ def _read(path: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _live(pid: object, started: object) -> bool:
+def live(pid: object, started: object) -> bool:
     return isinstance(pid, int) and start_time(pid) in (started, "alive")
+
+
+def cluster_running() -> dict[str, str] | None:
+    """The environment of the cluster running from here (any PORT); None if there is none."""
+    cluster = read(CLUSTER_STATE)
+    if cluster is None or not isinstance(cluster.get("env"), dict):
+        return None
+    pids = [pid for node in cluster.get("nodes", []) for pid in node.get("pids", [])]
+    if any(start_time(pid) for pid in pids if isinstance(pid, int)):
+        return dict(cluster["env"])
+    return None
 
 
 def running(port: str) -> dict[str, str] | None:
@@ -125,15 +131,11 @@ def running(port: str) -> dict[str, str] | None:
     A demo killed before it could withdraw leaves its file: its pid is gone (or
     now names another process, started at another time), so it is not running.
     """
-    demo = _read(demo_file(port))
-    if demo is not None and _live(demo.get("pid"), demo.get("started")):
+    demo = read(demo_file(port))
+    if demo is not None and live(demo.get("pid"), demo.get("started")):
         return dict(demo.get("env") or {})
-    cluster = _read(CLUSTER_STATE)
-    if cluster is not None and str((cluster.get("env") or {}).get("PORT")) == port:
-        pids = [pid for node in cluster.get("nodes", []) for pid in node.get("pids", [])]
-        if any(start_time(pid) for pid in pids if isinstance(pid, int)):
-            return dict(cluster["env"])
-    return None
+    cluster = cluster_running()
+    return cluster if cluster is not None and str(cluster.get("PORT")) == port else None
 
 
 def _start_command(port: str, provider: str | None) -> str:
@@ -176,75 +178,14 @@ def beside(command: list[str], *, or_embedded: bool) -> int:
     os.execvpe(command[0], command, {**os.environ, **env})  # noqa: S606  # the demo's own command
 
 
-# --- `make clean` ------------------------------------------------------------------------
-
-
-def _everything_running() -> list[str]:
-    found = []
-    for path in sorted(DEMOS_DIR.glob("*.json")):
-        demo = _read(path)
-        if demo is not None and _live(demo.get("pid"), demo.get("started")):
-            found.append(f"a demo on PORT {path.stem} (pid {demo['pid']})")
-    cluster = _read(CLUSTER_STATE)
-    if cluster is not None and running(str((cluster.get("env") or {}).get("PORT"))) is not None:
-        found.append(f"a cluster on PORT {cluster['env']['PORT']}")
-    return found
-
-
-def _leftover_servers() -> list[tuple[int, signal.Signals]]:
-    """Embedded servers a killed demo left running: (pid, the signal that stops it).
-
-    PostgreSQL's postmaster.pid and Redis's pidfile, under every provider's dir,
-    each checked to name a live process of that server (a stale file's number
-    may belong to anything by now).
-    """
-    found = []
-    for pidfile, server, stop in [
-        *((p, b"postgres", signal.SIGINT) for p in VAR_ROOT.glob("**/pg/postmaster.pid")),
-        *((p, b"redis", signal.SIGTERM) for p in VAR_ROOT.glob("**/redis/redis.pid")),
-    ]:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            pid = int(pidfile.read_text().split()[0])
-            if server in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append((pid, stop))
-    return found
-
-
-def idle() -> int:
-    """Refuse (1) while a demo or cluster runs from here; else stop what killed runs left."""
-    busy = _everything_running()
-    if busy:
-        print(f"Still running from {VAR_ROOT}: {', '.join(busy)}. Stop it first (Ctrl-C).")
-        return 1
-    from demo.cluster.leftovers import stop_leftovers
-
-    stop_leftovers(VAR_ROOT / "cluster")
-    servers = _leftover_servers()
-    for pid, stop in servers:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, stop)
-    deadline = time.monotonic() + LEFTOVER_STOP_S
-    while any(start_time(pid) for pid, _ in servers) and time.monotonic() < deadline:
-        time.sleep(0.1)  # a server's exit has no signal of its own for a non-parent
-    for pid, _ in servers:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    return 0
-
-
 def main(argv: list[str]) -> int:
-    if argv == ["--idle"]:
-        return idle()
     or_embedded = bool(argv) and argv[0] == "--or-embedded"
     if or_embedded:
         argv = argv[1:]
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
-        print(
-            "usage: python -m demo.beside [--or-embedded] -- COMMAND [ARGS...] | --idle",
-            file=sys.stderr,
-        )
+        print("usage: python -m demo.beside [--or-embedded] -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     return beside(argv, or_embedded=or_embedded)
 

@@ -177,7 +177,7 @@ def test_a_database_given_by_url_holds_one_providers_demo():
 def idle(var: Path) -> subprocess.CompletedProcess[str]:
     """What `make clean` runs before it removes the state directory."""
     return subprocess.run(
-        [sys.executable, "-m", "demo.beside", "--idle"],
+        [sys.executable, "-m", "demo.clean"],
         cwd=ROOT,
         env=environment(var),
         capture_output=True,
