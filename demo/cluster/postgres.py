@@ -140,12 +140,24 @@ class Server:
             self.process.wait(timeout=5)
 
     def last_fatal(self) -> str:
-        """The last FATAL line of the server's log: why it stopped, in its own words."""
+        """Why the server's last start stopped, in its log's own words.
+
+        Its FATAL line, after the first thing it could not do when that came first:
+        "could not create any TCP/IP sockets" alone does not say the port was taken.
+        """
         with contextlib.suppress(OSError):
             lines = self.log.read_text(errors="replace").splitlines()
-            fatal = [line.split("FATAL:", 1)[1].strip() for line in lines if "FATAL:" in line]
+            starts = [i for i, line in enumerate(lines) if "starting PostgreSQL" in line]
+            last_run = lines[starts[-1] if starts else 0 :]
+            said = [
+                line.split(": ", 1)[1].strip()
+                for line in last_run
+                if ("FATAL:" in line or "could not" in line) and ": " in line
+            ]
+            fatal = [line.split("FATAL:", 1)[1].strip() for line in last_run if "FATAL:" in line]
             if fatal:
-                return fatal[-1]
+                first = said[0] if said else fatal[-1]
+                return first if first == fatal[-1] else f"{first} ({fatal[-1]})"
         return "no reason in its log"
 
     @property
