@@ -166,6 +166,7 @@ def test_a_start_that_fails_stops_what_it_started_and_says_what_failed_in_one_li
     said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(said) == 1, said
     assert said[0].startswith("make cluster could not start: the replica"), said
+    assert "Address already in use" in said[0]
     assert "Traceback" not in done.stderr
     deadline = time.monotonic() + 10  # a fast shutdown ends within a moment of its signal
     while _postgres_of(tmp_path) and time.monotonic() < deadline:
