@@ -9,6 +9,8 @@ contrary) and read off the status.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db.models import Exists, OuterRef
 
 from observability.selectors import count_and_age
@@ -20,6 +22,10 @@ from payments.models import (
     Refund,
     RefundAttemptStatus,
 )
+from payments.services import provider_idempotency_key
+
+if TYPE_CHECKING:
+    from payments.providers.stripe import AttemptTerms
 
 
 def payments_unresolved() -> tuple[float, float]:
@@ -67,4 +73,17 @@ class RecordedReferences:
             Payment.objects.filter(out_trade_no=out_trade_no)
             .values_list("currency", flat=True)
             .first()
+        )
+
+    def attempt(self, out_trade_no: str) -> AttemptTerms | None:
+        from payments.providers.stripe import AttemptTerms
+
+        payment = Payment.objects.filter(out_trade_no=out_trade_no).first()
+        if payment is None:
+            return None
+        return AttemptTerms(
+            amount=payment.amount,
+            currency=payment.currency,
+            idempotency_key=provider_idempotency_key(payment),
+            created_at=payment.created_at,
         )

@@ -183,17 +183,6 @@ def test_close_of_a_succeeded_payment_intent_answers_the_capture(stripe_shop, pa
     assert answer.trade_no == payment.trade_no
 
 
-def test_close_without_a_payment_intent_has_nothing_to_fence(stripe_shop, order, user):
-    payment = payment_create(user_id=user.pk, order_number=order.number)
-
-    answer = get_provider().close(out_trade_no=payment.out_trade_no)
-
-    assert answer.status is ChargeStatus.CLOSED
-    assert answer.trade_no is None
-    assert get_provider().query(out_trade_no=payment.out_trade_no) is None
-    assert intents_of(stripe_shop, payment.out_trade_no) == []
-
-
 def test_a_declining_card_is_a_decline(stripe_shop, order, user):
     payment = payment_create(user_id=user.pk, order_number=order.number)
     declining = StripeProvider(
