@@ -43,6 +43,7 @@ from demo.sandbox.services import (
     Answer,
     charge_close,
     charge_create,
+    charge_customer_act,
     fault_clear,
     fault_set,
     refund_create,
@@ -144,6 +145,8 @@ SANDBOX_ENDPOINTS = [
     "POST /sandbox/v1/charges (Idempotency-Key)",
     "GET /sandbox/v1/charges/{out_trade_no}",
     "POST /sandbox/v1/charges/{out_trade_no}/close",
+    "POST /sandbox/v1/charges/{out_trade_no}/action (the customer: client_secret, "
+    "result complete|abandon)",
     "POST /sandbox/v1/refunds (Idempotency-Key)",
     "GET /sandbox/v1/refunds/{out_refund_no}",
     "GET /sandbox/v1/wallets/{payer}",
@@ -188,6 +191,34 @@ class ChargeDetailApi(MerchantApi):
 class ChargeCloseApi(MerchantApi):
     def post(self, request: Request, out_trade_no: str) -> Response:
         return Response(charge_json(charge_close(out_trade_no=out_trade_no)))
+
+
+@extend_schema(exclude=True)
+class ChargeActionApi(APIView):
+    """The customer completes or abandons a charge that waits for them.
+
+    Not the merchant's call: the customer proves they may act with the charge's
+    ``client_secret`` (which the merchant handed its client), as with Stripe.js.
+    """
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[type] = []
+
+    class InputSerializer(serializers.Serializer):
+        client_secret = serializers.CharField(max_length=64, trim_whitespace=False)
+        result = serializers.ChoiceField(choices=["complete", "abandon"])
+
+    def post(self, request: Request, out_trade_no: str) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        context.bind(out_trade_no=out_trade_no)
+        charge = charge_customer_act(
+            out_trade_no=out_trade_no,
+            client_secret=serializer.validated_data["client_secret"],
+            complete=serializer.validated_data["result"] == "complete",
+        )
+        return Response(charge_json(charge))
 
 
 class RefundCreateApi(MerchantApi):

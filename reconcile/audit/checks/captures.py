@@ -155,6 +155,10 @@ def unsettled_payments(ctx: AuditContext) -> Checked:
     # Younger ones may still be in a request's hands; older ones were the
     # reconciler's to settle, and it could not (provider unreachable, a conflict).
     due_before = ctx.in_flight_since
+    # One the provider holds for its customer is in flight until the reconciler fences
+    # it, PAYMENT_ACTION_TIMEOUT_S after it started (plus a pass's delay).
+    waited_before = due_before - timedelta(seconds=settings.PAYMENT_ACTION_TIMEOUT_S)
+    waiting = Q(action_required_at__isnull=False, created_at__gte=waited_before)
     findings = [
         Finding(
             PAYMENT_SETTLED,
@@ -163,6 +167,7 @@ def unsettled_payments(ctx: AuditContext) -> Checked:
             {"payment": p["pk"], "order": p["order_id"], "out_trade_no": p["out_trade_no"]},
         )
         for p in Payment.objects.filter(status__in=UNSETTLED_STATUSES, updated_at__lt=due_before)
+        .exclude(waiting)
         .order_by("pk")
         .values("pk", "order_id", "out_trade_no", "status", "reconcile_attempts")
     ]
