@@ -44,8 +44,8 @@ from payments.providers.sandbox_parsing import (
     parse_charge,
     parse_notification,
     parse_refund,
-    parse_wallet,
     parse_waiting,
+    parse_wallet,
 )
 from payments.providers.sandbox_signature import SIGNATURE_HEADER, sign, verify_signature
 from payments.providers.sandbox_statement import parse_statement, text_lines

@@ -8,10 +8,10 @@ answers and NotificationMalformed for notifications.
 from __future__ import annotations
 
 import re
-from urllib.parse import urljoin
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import urljoin
 
 from edge.bounds import BIGINT_MAX, text_problem
 from payments.providers.base import (

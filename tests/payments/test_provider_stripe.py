@@ -36,7 +36,6 @@ from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
 from reconcile.audit.run import audit_run
 from reconcile.models import StatementImport
-from reconcile.recovery.unsettled_payments import run_once as reconcile_payments_once
 from reconcile.statements.importing import statement_reconcile
 from reconcile.statements.report import statement_report
 from tests.conftest import client_for, new_key

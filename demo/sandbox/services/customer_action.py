@@ -42,7 +42,9 @@ def charge_customer_act(*, out_trade_no: str, client_secret: str, complete: bool
         if charge.status != Charge.Status.ACTION_REQUIRED:
             # Settled by the customer before, or fenced by the merchant's close.
             raise ChargeNotAwaitingAction(charge=charge_json(charge))
-        assert charge.wallet_id is not None and charge.amount is not None  # a charge's terms
+        # A waiting charge has its terms (the sandbox_charge_settled_has_terms check).
+        assert charge.wallet_id is not None
+        assert charge.amount is not None
         if complete and wallet_debit(wallet_id=charge.wallet_id, amount=charge.amount):
             changes = {"status": Charge.Status.SUCCESS, "paid_at": timezone.now()}
         else:
