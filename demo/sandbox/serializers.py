@@ -17,9 +17,16 @@ class ChargeOutputSerializer(serializers.Serializer):
     payer = serializers.CharField(allow_null=True)
     paid_at = serializers.DateTimeField(allow_null=True)
     decline_reason = serializers.CharField(allow_null=True)
-    # While ACTION_REQUIRED: what the merchant hands its client so the customer can act.
+    # Only while ACTION_REQUIRED (left out otherwise): what the merchant hands its client
+    # so that the customer can act.
     client_secret = serializers.SerializerMethodField()
     next_action = serializers.SerializerMethodField()
+
+    def to_representation(self, charge: Charge) -> dict[str, Any]:
+        data = dict(super().to_representation(charge))
+        if charge.status != Charge.Status.ACTION_REQUIRED:
+            del data["client_secret"], data["next_action"]
+        return data
 
     def get_client_secret(self, charge: Charge) -> str | None:
         return charge.client_secret if charge.status == Charge.Status.ACTION_REQUIRED else None
