@@ -17,7 +17,8 @@ Each kind is a thing that happens to real deployments:
 - ``terminate-backends``: ``pg_terminate_backend`` on a few of the app's
   database sessions, mid-transaction or idle;
 - ``provider-faults``: arm one or more of the sandbox's fault modes (stacked),
-  for charges or refunds, ``late_success`` included.
+  for charges or refunds, ``late_success`` included, and ``requires_action`` for
+  charges (the customer completes, abandons or walks away: tools/chaos/customers.py).
 
 Every fault is written to the history with its time and what it hit.
 """
@@ -51,7 +52,10 @@ FAULT_MODES = [
     "callback_shuffle",
     "callback_drop",
     "late_success",
+    "requires_action",
 ]
+# Modes that mean something for a charge only: a refund never waits for the customer.
+CHARGE_ONLY_MODES = frozenset({"requires_action"})
 # A pause between two faults is drawn from this range (seconds); --pace scales it.
 PAUSE_S = (1.0, 4.0)
 # How long stop-redis keeps Redis down: long enough for every customer to meet it
@@ -202,7 +206,8 @@ class Nemesis:
     def provider_faults(self) -> dict[str, Any]:
         target = self.rng.choice(["charge", "charge", "refund"])
         armed = []
-        for mode in self.rng.sample(FAULT_MODES, self.rng.choice([1, 1, 2, 3])):
+        modes = [m for m in FAULT_MODES if target == "charge" or m not in CHARGE_ONLY_MODES]
+        for mode in self.rng.sample(modes, self.rng.choice([1, 1, 2, 3])):
             fault = {"mode": mode, "target": target, "count": self.rng.randint(1, 5)}
             if mode in ("timeout_after_commit", "late_success", "callback_shuffle"):
                 # Past the shop's provider timeout (2 s) for a timeout; a late
