@@ -135,6 +135,7 @@ class IndexApi(APIView):
                 "provider": "OnceShop's sandbox: a stand-in payment provider (docs/design.md)",
                 "merchant_auth": "Authorization: Bearer <merchant key> (SANDBOX_API_KEYS)",
                 "endpoints": SANDBOX_ENDPOINTS,
+                "fault_modes": FAULT_MODES,
                 "admin": "/admin/ (its tables, read-only)",
             }
         )
@@ -152,6 +153,24 @@ SANDBOX_ENDPOINTS = [
     "GET /sandbox/v1/wallets/{payer}",
     "GET, POST, DELETE /sandbox/v1/faults (staff of the shop)",
 ]
+
+
+# What each fault mode does (POST /sandbox/v1/faults, staff): docs/design.md's sandbox.
+FAULT_MODES = {
+    Fault.Mode.DECLINE: "the charge or refund is declined",
+    Fault.Mode.ERROR_BEFORE_COMMIT: "500, nothing charged or refunded",
+    Fault.Mode.ERROR_AFTER_COMMIT: "500, charged or refunded all the same",
+    Fault.Mode.TIMEOUT_AFTER_COMMIT: "charged or refunded, answered after delay_s",
+    Fault.Mode.CALLBACK_DUPLICATES: "each notification sent copies times",
+    Fault.Mode.CALLBACK_SHUFFLE: "the duplicates delivered out of order",
+    Fault.Mode.CALLBACK_DROP: "no notification",
+    Fault.Mode.LATE_SUCCESS: "declined now, carried out after delay_s and notified then",
+    Fault.Mode.REQUIRES_ACTION: (
+        "charges only: ACTION_REQUIRED with a client_secret and next_action, nothing "
+        "debited, until the customer completes or abandons it at its /action URL "
+        "(or the merchant closes it)"
+    ),
+}
 
 
 @extend_schema(exclude=True)

@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from demo.sandbox.models import Charge, Notification, Wallet
+from demo.sandbox.models import Charge, Fault, Notification, Wallet
 from demo.sandbox.services.declines import DECLINE_ABANDONED, DECLINE_INSUFFICIENT_FUNDS
 from tests.demo.sandbox.conftest import CHARGES, charge_body
 
@@ -119,3 +119,11 @@ def test_the_wallet_leaves_out_a_charge_still_waiting(waiting, merchant):
     assert wallet["charged_total"] == 0
     (listed,) = wallet["charges"]
     assert listed["status"] == "ACTION_REQUIRED"
+
+
+def test_the_sandboxs_index_describes_the_fault_and_the_customers_endpoint():
+    index = APIClient().get("/sandbox/", HTTP_ACCEPT="application/json").json()
+
+    assert "requires_action" in index["fault_modes"]
+    assert set(index["fault_modes"]) == set(Fault.Mode.values)  # every mode, described
+    assert any("/action" in endpoint for endpoint in index["endpoints"])
