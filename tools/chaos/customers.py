@@ -230,6 +230,7 @@ class Customer:
         result = "complete" if draw < COMPLETES else "abandon"
         action = asked.body.get("action") if isinstance(asked.body, dict) else None
         action = action or {}
+        answered: int | str
         try:
             # At the provider's page (its API), not the shop's: no balancer in between.
             answered = requests.post(
