@@ -204,7 +204,7 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
     context.bind(out_trade_no=payment.out_trade_no)  # the provider's name for this attempt
     if payment.status not in (PaymentStatus.PENDING, PaymentStatus.UNKNOWN):
         return None  # a notification or the reconciler settled it while we were away
-    asked_before = payment.status == PaymentStatus.UNKNOWN or payment.action_required_at
+    asked_before = payment.status == PaymentStatus.UNKNOWN or payment.action_required_at is not None
     try:
         if asked_before:
             # We asked before and got no answer, or the provider waits for the

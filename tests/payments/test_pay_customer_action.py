@@ -205,3 +205,13 @@ def test_cancel_works_after_the_fence(waiting_pay, client, order, settings):
     assert cancelled.status_code == 200, cancelled.content
     assert cancelled.json()["status"] == Order.Status.CANCELLED
     assert audit_run().findings == []
+
+
+def test_the_openapi_schema_documents_the_202(client):
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+
+    pay_answers = schema["paths"]["/api/v1/orders/{number}/pay/"]["post"]["responses"]
+    assert "payment-action-required" in pay_answers["202"]["description"]
+    documented = pay_answers["202"]["content"]["application/problem+json"]["schema"]["$ref"]
+    component = schema["components"]["schemas"][documented.rsplit("/", 1)[-1]]
+    assert {"code", "payment", "action"} <= set(component["properties"])
