@@ -2,15 +2,8 @@
 
 - ``retry``: make the subject due at once (its backoff cleared); the next pass
   takes it through the job's own path, and the case closes when it settles;
-- ``refund``: a capture for a reference the shop never used (an unknown
-  notification, or an unknown statement line of a capture) is refunded the way
-  the statement refunds it (``stray_capture_take``: only what the provider's
-  query confirms; a stray refunded already is not refunded again);
-- ``accept``: ask the provider about the attempt and settle from its answer,
-  as the reconciler does (``payment_reconcile`` / ``refund_reconcile``); for a
-  statement discrepancy, the provider's confirmed answer about the line's (or
-  the ledger entry's) attempt is applied by the normal settle service
-  (``payment_apply_truth`` / ``refund_settle``), and the discrepancy resolved;
+- ``refund`` and ``accept``: what the machine would do with a capture or an
+  attempt, on the provider's confirmed word (``money.py``);
 - ``dismiss``: nothing to do; the case and its subject are closed with the reason.
   An unresolved attempt still unresolved ``CASE_AFTER_S`` after its case was
   dismissed is a new case (services.py): a dismiss never hides a problem for ever.
@@ -44,7 +37,6 @@ from payments.providers import (
     CustomerActionRequired,
     PaymentProvider,
     ProviderOutcomeUnknown,
-    get_provider,
 )
 from reconcile.desk.models import (
     PERMISSIONS,
@@ -55,7 +47,7 @@ from reconcile.desk.models import (
     CaseState,
     ItemFailure,
 )
-from reconcile.models import LineKind, StatementDiscrepancy
+from reconcile.models import StatementDiscrepancy
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +95,7 @@ def case_act(
 ) -> ActionResult:
     """Take ``action`` on the case as ``user``, recorded with who and why. See the module doc."""
     from reconcile.desk.approvals import approval_request, case_approve
+    from reconcile.desk.money import carry_out, money_of
 
     note = note.strip()
     if not note:
@@ -142,40 +135,7 @@ def case_act(
         )
 
 
-def carry_out(
-    case: Case,
-    *,
-    action: str,
-    note: str,
-    user: User,
-    approved_by: User | None = None,
-    provider: PaymentProvider | None = None,
-) -> ActionResult:
-    """Do a refund or accept now (approved, or within DESK_APPROVAL_ABOVE), as ``user``'s.
-    Raises ProviderOutcomeUnknown when the provider cannot answer (nothing moved)."""
-    provider = provider or get_provider()
-    if action == CaseActionKind.REFUND:
-        return _refund(case, note=note, user=user, approved_by=approved_by, provider=provider)
-    return _accept(case, note=note, user=user, approved_by=approved_by, provider=provider)
-
-
-def money_of(case: Case) -> int:
-    """What a refund or accept on the case may move, in minor units (the approval rule's)."""
-    if case.subject_type == "notification":
-        return ProviderNotification.objects.get(pk=case.subject_id).amount
-    if case.subject_type == "payment":
-        return Payment.objects.get(pk=case.subject_id).amount
-    if case.subject_type == "refund":
-        return Refund.objects.get(pk=case.subject_id).amount
-    discrepancy = StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
-        pk=case.subject_id
-    )
-    if discrepancy.line is not None:
-        return discrepancy.line.amount
-    return discrepancy.ledger_entry.amount if discrepancy.ledger_entry is not None else 0
-
-
-def _close(case: Case, *, action: str, note: str, user: User) -> bool:
+def close_case(case: Case, *, action: str, note: str, user: User) -> bool:
     """Resolve the case if still open, in the caller's transaction; whether this closed it."""
     return bool(
         Case.objects.filter(pk=case.pk, state=CaseState.OPEN).update(
@@ -187,7 +147,7 @@ def _close(case: Case, *, action: str, note: str, user: User) -> bool:
     )
 
 
-def _record(
+def record_action(
     case: Case,
     *,
     action: str,
@@ -207,45 +167,16 @@ def _record(
     )
 
 
-def _moved(
-    case: Case,
-    *,
-    action: str,
-    note: str,
-    user: User,
-    approved_by: User | None,
-    outcome: str,
-    subject_reason: str,
-) -> ActionResult:
-    """Record an action that moved money, and close its case if still open: one transaction.
-
-    Recorded whoever closed the case first: the money moved either way. A case
-    closed meanwhile (another person's dismiss, the machine) keeps its resolution,
-    and the record says what this action did beside it. Closed by the same action
-    (a double click, two people at once): that one recorded the money, and this
-    one moved none more (one stray refund per capture, settlements conditional).
-    """
-    with transaction.atomic():
-        closed = _close(case, action=action, note=note, user=user)
-        if closed:
-            _dismiss_subject(case, reason=subject_reason, user=user)
-        else:
-            earlier = Case.objects.values_list("resolution", flat=True).get(pk=case.pk)
-            if earlier.startswith(f"{action} by "):
-                return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-            outcome = f"{outcome}; the case was closed meanwhile ({earlier})"
-        _record(case, action=action, note=note, user=user, outcome=outcome, approved_by=approved_by)
-    return ActionResult(True, f"case {case.pk}: {outcome}")
-
-
 def _dismiss(case: Case, *, note: str, user: User) -> ActionResult:
     from reconcile.desk.approvals import approvals_close
 
     who = user.get_username()
     with transaction.atomic():
-        if not _close(case, action=CaseActionKind.DISMISS, note=note, user=user):
+        if not close_case(case, action=CaseActionKind.DISMISS, note=note, user=user):
             return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-        _record(case, action=CaseActionKind.DISMISS, note=note, user=user, outcome="dismissed")
+        record_action(
+            case, action=CaseActionKind.DISMISS, note=note, user=user, outcome="dismissed"
+        )
         approvals_close(case)  # a request awaiting approval dies with its case
         if case.kind == CaseKind.ITEM_FAILED:
             # The failure is dismissed, not the item: its job counts afresh (failing on,
@@ -256,12 +187,12 @@ def _dismiss(case: Case, *, note: str, user: User) -> ActionResult:
         else:
             # The subject is closed with the case, in the same transaction: the audit
             # reads it settled, with the person's reason.
-            _dismiss_subject(case, reason=f"dismissed by {who} (case {case.pk}): {note}", user=user)
+            close_subject(case, reason=f"dismissed by {who} (case {case.pk}): {note}", user=user)
     logger.info("case %s dismissed by %s: %s", case.pk, who, note)
     return ActionResult(True, f"case {case.pk} dismissed")
 
 
-def _dismiss_subject(case: Case, *, reason: str, user: User | None) -> None:
+def close_subject(case: Case, *, reason: str, user: User | None) -> None:
     if case.subject_type == "notification":
         ProviderNotification.objects.filter(pk=case.subject_id, resolved_at__isnull=True).update(
             resolved_at=timezone.now(), resolution=reason
@@ -299,118 +230,8 @@ def _retry(case: Case, *, note: str, user: User) -> ActionResult:
             ).update(next_reconcile_at=None)
         if not made_due:
             return ActionResult(False, f"case {case.pk}: already due at the next pass")
-        _record(case, action=CaseActionKind.RETRY, note=note, user=user, outcome="due now")
+        record_action(case, action=CaseActionKind.RETRY, note=note, user=user, outcome="due now")
     return ActionResult(True, f"case {case.pk}: due at the next pass")
-
-
-def _refund(
-    case: Case,
-    *,
-    note: str,
-    user: User,
-    approved_by: User | None,
-    provider: PaymentProvider,
-) -> ActionResult:
-    from reconcile.recovery.strays import stray_capture_take
-
-    out_trade_no, trade_no = _capture_of(case)
-    # Idempotent at the provider and here (one stray per charge): a second click that
-    # gets this far refunds nothing more. ProviderOutcomeUnknown: nothing moved.
-    stray = stray_capture_take(out_trade_no=out_trade_no, trade_no=trade_no, provider=provider)
-    if stray is None:
-        with transaction.atomic():
-            _record(
-                case,
-                action=CaseActionKind.REFUND,
-                note=note,
-                user=user,
-                approved_by=approved_by,
-                outcome="the provider confirms no such capture: nothing to refund",
-            )
-        return ActionResult(
-            False, f"case {case.pk}: the provider confirms no capture; nothing refunded"
-        )
-    outcome = f"stray capture {stray.trade_no} refund {stray.refund_status}"
-    return _moved(
-        case,
-        action=CaseActionKind.REFUND,
-        note=note,
-        user=user,
-        approved_by=approved_by,
-        outcome=outcome,
-        subject_reason=f"refunded by {user.get_username()} (case {case.pk}): {outcome}",
-    )
-
-
-def _capture_of(case: Case) -> tuple[str, str]:
-    """(out_trade_no, trade_no) of the capture a refund case is about."""
-    if case.subject_type == "notification":
-        notification = ProviderNotification.objects.get(pk=case.subject_id)
-        return notification.out_trade_no, notification.trade_no
-    line = StatementDiscrepancy.objects.select_related("line").get(pk=case.subject_id).line
-    if line is None or line.kind != LineKind.CHARGE:
-        # A refund line for a reference never ours gave money back: nothing to refund.
-        raise CaseActionRefused(f"case {case.pk} is not about a capture: nothing to refund")
-    return line.reference, line.provider_id
-
-
-def _accept(
-    case: Case,
-    *,
-    note: str,
-    user: User,
-    approved_by: User | None,
-    provider: PaymentProvider,
-) -> ActionResult:
-    from reconcile.desk.discrepancy_accept import discrepancy_accept
-    from reconcile.recovery.unsettled_payments import SETTLED, payment_answer_apply, payment_ask
-    from reconcile.recovery.unsettled_refunds import SETTLED as REFUND_SETTLED
-    from reconcile.recovery.unsettled_refunds import RefundResolution, refund_reconcile
-
-    # The reconciler's own path: ask the provider, settle from its answer (conditional,
-    # so a pass running beside this settles the attempt once). ProviderOutcomeUnknown
-    # from the asking: nothing moved, and case_act says so.
-    if case.subject_type == "discrepancy":
-        settled, outcome = discrepancy_accept(
-            StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
-                pk=case.subject_id
-            ),
-            provider=provider,
-        )
-    elif case.subject_type == "payment":
-        payment = Payment.objects.get(pk=case.subject_id)
-        answer = payment_ask(payment, provider)
-        resolution = payment_answer_apply(payment=payment, answer=answer).value
-        settled, outcome = resolution in SETTLED, f"the provider's word: {resolution}"
-    else:
-        refund_resolution = refund_reconcile(
-            refund=Refund.objects.get(pk=case.subject_id), provider=provider
-        )
-        if refund_resolution is RefundResolution.UNREACHABLE:
-            raise ProviderOutcomeUnknown("the provider did not answer about the refund")
-        resolution = refund_resolution.value
-        settled, outcome = resolution in REFUND_SETTLED, f"the provider's word: {resolution}"
-    if not settled:
-        with transaction.atomic():
-            _record(
-                case,
-                action=CaseActionKind.ACCEPT,
-                note=note,
-                user=user,
-                approved_by=approved_by,
-                outcome=outcome,
-            )
-        return ActionResult(False, f"case {case.pk}: {outcome}; still open")
-    # A discrepancy is resolved with its case (an attempt settled itself, above).
-    return _moved(
-        case,
-        action=CaseActionKind.ACCEPT,
-        note=note,
-        user=user,
-        approved_by=approved_by,
-        outcome=outcome,
-        subject_reason=f"accepted by {user.get_username()} (case {case.pk}): {outcome}",
-    )
 
 
 def _jobs_of(case: Case) -> list[str]:

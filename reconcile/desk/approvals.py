@@ -8,7 +8,7 @@ carried out only when a second person, holding ``approve_case``, approves it.
 - ``case_approve``: claims the pending request by a conditional UPDATE (a double
   click approves once), refuses the requester's own (the table's CHECK says so
   too), then carries the action out as the requester's, through the same service
-  as any other (``actions.carry_out``), the approver recorded beside them. If the
+  as any other (``money.carry_out``), the approver recorded beside them. If the
   provider cannot answer, nothing moved: the request is pending again.
 """
 
@@ -19,13 +19,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown
-from reconcile.desk.actions import (
-    ALREADY_RESOLVED,
-    ActionResult,
-    CaseActionForbidden,
-    carry_out,
-)
+from reconcile.desk.actions import ALREADY_RESOLVED, ActionResult, CaseActionForbidden
 from reconcile.desk.models import Case, CaseAction, CaseActionKind, CaseApproval, CaseState
+from reconcile.desk.money import carry_out
 
 AWAITING = "awaiting a second person's approval"
 
