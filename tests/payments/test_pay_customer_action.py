@@ -119,10 +119,16 @@ def test_the_reconciler_leaves_a_waiting_attempt_until_its_time_is_up(waiting_pa
     assert left.next_reconcile_at == action_deadline(left)
     assert left.reconcile_attempts == 0  # not a failure to back off from
     assert Charge.objects.get(out_trade_no=payment.out_trade_no).status == "ACTION_REQUIRED"
-    # In flight for the audit too, until its time is up
+    # In flight for the audit too, until its time is up, its request included
+    IdempotencyKey.objects.update(
+        created_at=timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT + 1)
+    )
     assert audit_run().findings == []
     age(payment, settings.PAYMENT_ACTION_TIMEOUT_S + 1)
-    assert [f.invariant for f in audit_run().findings] == ["payment-not-left-unsettled"]
+    assert sorted(f.invariant for f in audit_run().findings) == [
+        "payment-not-left-unsettled",
+        "record-not-stuck-in-progress",
+    ]
 
 
 def test_past_the_timeout_it_is_fenced_failed_and_the_order_can_be_paid_again(
