@@ -125,6 +125,11 @@ def test_a_refund_waits_for_a_second_person_and_the_requester_cannot_approve_it(
     assert "awaiting a second person's approval" in asked.message
     assert not StrayCapture.objects.exists()
     assert Case.objects.get().state == CaseState.OPEN
+    # The case offers approve now, in the admin as on /books/
+    page = Client()
+    page.force_login(_superuser())
+    admin_page = page.get(f"/admin/reconcile/case/{stray_case.pk}/change/").content.decode()
+    assert '<option value="approve">' in admin_page
     # A second request of it asks nothing more
     assert not case_act(case_id=stray_case.pk, action="refund", note="again", user=carol).acted
     assert CaseApproval.objects.count() == 1
