@@ -371,6 +371,9 @@ def main() -> int:
     # A console a person reads: plain lines (still with the request id); LOG_FORMAT=json
     # shows what production writes.
     os.environ.setdefault("LOG_FORMAT", "plain")
+    # The demo has one staff user: its refunds and accepts on the desk need no second
+    # person (a deployment keeps DESK_APPROVAL_ABOVE's default, 0: every one does).
+    os.environ.setdefault("DESK_APPROVAL_ABOVE", str(10**12))
     if WITH_STRIPE:
         for name, value in DEMO_STRIPE.items():
             os.environ.setdefault(name, value)

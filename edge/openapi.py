@@ -46,7 +46,8 @@ class AutoSchema(openapi.AutoSchema):
         media_types: Any = None,
         direction: Any = "response",
     ) -> Any:
-        if int(status_code) >= 400 and not media_types:
+        if (int(status_code) >= 400 or _is_problem(serializer)) and not media_types:
+            # Errors, and the one problem that is not an error (a pay's 202).
             media_types = [PROBLEM_CONTENT_TYPE]
         return super()._get_response_for_code(serializer, status_code, media_types, direction)
 
@@ -129,3 +130,9 @@ def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool
                 if links := LINKS.get((operation.get("operationId"), status)):
                     response["links"] = links
     return result
+
+
+def _is_problem(answer: Any) -> bool:
+    shape = answer.response if isinstance(answer, OpenApiResponse) else answer
+    shape = type(shape) if isinstance(shape, serializers.Serializer) else shape
+    return isinstance(shape, type) and issubclass(shape, ProblemSerializer)

@@ -32,12 +32,20 @@ MEANINGS: dict[str, str] = {
         "carries the charge (`trade_no`, `trade_status`, and the whole charge under `charge`)"
         " so the merchant settles its side as paid instead of failing the attempt."
     ),
+    "charge-not-awaiting-action": _(
+        "The sandbox's charge no longer waits for the customer: completed, abandoned, or "
+        "closed by the merchant. The body carries it under `charge`."
+    ),
     "charge-not-found": _(
         "The provider holds no charge for this `out_trade_no`, not even a closed one."
     ),
     "checkout-token-invalid": _(
         "The checkout form's one-time token was never issued to this session, or it expired. "
         "Nothing was attempted and nothing is stored: reload the page for a new form."
+    ),
+    "client-secret-invalid": _(
+        "The customer's action did not carry the `client_secret` of a sandbox charge that "
+        "waits for the customer. Nothing was done."
     ),
     "concurrent-update": _(
         "PostgreSQL aborted the transaction (a serialization failure or a deadlock); nothing "
@@ -146,6 +154,11 @@ MEANINGS: dict[str, str] = {
         " payer."
     ),
     "payload-too-large": _("The body is larger than `API_MAX_BODY_BYTES`."),
+    "payment-action-required": _(
+        "The provider waits for the customer (3-D Secure, a redirect): `action` carries what"
+        " the client needs to finish it (`client_secret`, `next_action`). Nothing is stored:"
+        " the same key asks again, and answers the payment once the customer acted."
+    ),
     "payment-declined": _(
         "The provider declined the charge. This answer is stored for the key: to pay again, "
         "use a new key."

@@ -22,12 +22,39 @@ from payments.refund_flows import order_refund_flow
 from payments.refunds import RefundRequest
 
 
+class _NextActionSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    url = serializers.CharField(required=False, help_text="The sandbox: where the customer acts.")
+
+
+class _ActionSerializer(serializers.Serializer):
+    client_secret = serializers.CharField(help_text="Hands the customer's client the attempt.")
+    next_action = _NextActionSerializer(help_text="As the provider gives it (Stripe's, or ours).")
+
+
+class PaymentActionSerializer(ProblemSerializer):
+    """The 202 ``payment-action-required``: a problem, with what the client needs."""
+
+    payment = serializers.CharField(help_text="The attempt's `out_trade_no`.")
+    action = _ActionSerializer()
+
+
 class OrderPayApi(IdempotentApi):
     @idempotent_schema(
         request=EmptyInputSerializer,
         summary="Pay an order",
         responses={
             200: OrderOutputSerializer,
+            202: OpenApiResponse(
+                PaymentActionSerializer,
+                description=(
+                    "`payment-action-required`: the provider waits for the customer (3-D "
+                    "Secure); `action` holds what the client needs to finish it. Not stored: "
+                    "send the SAME key again after the customer acted, for the final answer; "
+                    "an attempt still waiting after `PAYMENT_ACTION_TIMEOUT_S` is closed and "
+                    "answered 402 `payment-failed`"
+                ),
+            ),
             402: OpenApiResponse(
                 ProblemSerializer,
                 description=(

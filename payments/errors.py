@@ -40,6 +40,24 @@ class PaymentFailed(ApplicationError):
     final = True
 
 
+class PaymentActionRequired(ApplicationError):
+    """The provider waits for the customer (3-D Secure, a redirect).
+
+    Not final: nothing is stored, the key keeps its recovery point, and the same
+    key asks the provider again (202 again until the attempt settles, then the
+    settled answer, stored). ``action`` is what the client needs to finish it.
+    """
+
+    status = 202
+    code = "payment-action-required"
+    title = gettext_noop("Payment action required")
+    default_detail = (
+        "The payment provider is waiting for you to confirm this payment (for example "
+        "with your bank). Finish it with the action below, then send the same request "
+        "again with the same Idempotency-Key."
+    )
+
+
 class _OutcomeUnknown(ApplicationError):
     """The provider did not answer in time: not final, nothing stored, retry later."""
 

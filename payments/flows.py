@@ -25,6 +25,13 @@ marked UNKNOWN and the client gets 503 without a stored answer: the record
 stays at ``payment_created``. A retry with the same key resumes there and asks
 the provider what happened (query by ``out_trade_no``) before charging; the
 reconciler does the same if the client never returns.
+
+If the provider waits for the customer (3-D Secure: ``CustomerActionRequired``),
+the answer is 202 ``payment-action-required`` with what the client needs to
+finish it, not stored either: the attempt stays PENDING and the record at its
+point, marked (``action_required_at``) so that the same key asks the provider
+(query) before anything else, and answers 202 again until the attempt settles.
+The reconciler fences an attempt still waiting after PAYMENT_ACTION_TIMEOUT_S.
 """
 
 from __future__ import annotations
@@ -43,12 +50,13 @@ from orders.models import Order
 from orders.serializers import order_representation
 from payments.answers import pay_answer
 from payments.earlier import MAX_EARLIER_ASKED, within_lock_budget
-from payments.errors import PaymentOutcomeUnknown
+from payments.errors import PaymentActionRequired, PaymentOutcomeUnknown
 from payments.models import Payment, PaymentStatus
 from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
     ChargeResult,
     ChargeStatus,
+    CustomerActionRequired,
     PaymentProvider,
     PreparesCharges,
     ProviderOutcomeUnknown,
@@ -58,6 +66,7 @@ from payments.services import (
     CLOSED_BY_RECONCILIATION,
     Settlement,
     payment_create,
+    payment_mark_action_required,
     payment_mark_unknown,
     payment_settle,
     provider_idempotency_key,
@@ -195,11 +204,14 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
     context.bind(out_trade_no=payment.out_trade_no)  # the provider's name for this attempt
     if payment.status not in (PaymentStatus.PENDING, PaymentStatus.UNKNOWN):
         return None  # a notification or the reconciler settled it while we were away
+    asked_before = payment.status == PaymentStatus.UNKNOWN or payment.action_required_at is not None
     try:
-        if payment.status == PaymentStatus.UNKNOWN:
-            # We asked before and got no answer: find out before asking again. (The
-            # derived key would make a second charge a replay anyway; asking first
-            # also respects a fence the reconciler may have put up.)
+        if asked_before:
+            # We asked before and got no answer, or the provider waits for the
+            # customer: find out before asking again. (The derived key would make a
+            # second charge a replay, of the first answer; asking first also sees
+            # what the customer did since, and respects a fence the reconciler may
+            # have put up.)
             known = provider.query(out_trade_no=payment.out_trade_no)
             if known is not None:
                 return known
@@ -211,8 +223,15 @@ def _ask_provider(*, payment_id: int, provider: PaymentProvider) -> ChargeResult
             notify_url=settings.SHOP_BASE_URL + reverse(provider.callback_route),
             idempotency_key=provider_idempotency_key(payment),
         )
+    except CustomerActionRequired as waiting:
+        # Nothing moved yet, and nothing is stored: the attempt stays PENDING, marked,
+        # and the same key asks again (202 until it settles).
+        payment_mark_action_required(payment_id=payment.pk)
+        raise PaymentActionRequired(
+            payment=payment.out_trade_no, action=waiting.action
+        ) from waiting
     except ProviderRejected as rejection:
-        if payment.status == PaymentStatus.UNKNOWN:
+        if asked_before:
             # This request moved nothing, but an earlier one for the attempt went
             # unanswered and may still be in flight at the provider: no proof.
             # The reconciler fences the attempt before it fails it.

@@ -53,6 +53,10 @@ class Payment(models.Model):
     # Not before this time: a reconciler's lease while it works on the attempt, or
     # the next try after the provider was unreachable. NULL: due as soon as it is old.
     next_reconcile_at = models.DateTimeField(null=True, blank=True)
+    # When the provider first asked for the customer (pay answered 202): a retry then
+    # asks the provider before it charges, since a replayed charge would repeat the
+    # first answer, not what the customer did since.
+    action_required_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

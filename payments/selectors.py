@@ -9,7 +9,11 @@ contrary) and read off the status.
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, QuerySet
 
 from observability.selectors import count_and_age
 from payments.models import (
@@ -20,6 +24,10 @@ from payments.models import (
     Refund,
     RefundAttemptStatus,
 )
+from payments.services import provider_idempotency_key
+
+if TYPE_CHECKING:
+    from payments.providers.stripe import AttemptTerms
 
 
 def payments_unresolved() -> tuple[float, float]:
@@ -41,6 +49,18 @@ def orphaned_captures_unrefunded() -> tuple[float, float]:
     return count_and_age(
         Payment.objects.filter(status=PaymentStatus.ORPHANED).exclude(Exists(refunded)),
         "settled_at",
+    )
+
+
+def payments_awaiting_customer(*, in_flight_since: datetime) -> QuerySet[Payment]:
+    """Attempts the provider holds for their customer (pay answered 202) that the
+    reconciler does not fence before PAYMENT_ACTION_TIMEOUT_S: in flight, like any
+    attempt younger than ``in_flight_since``, not findings."""
+    waited_before = in_flight_since - timedelta(seconds=settings.PAYMENT_ACTION_TIMEOUT_S)
+    return Payment.objects.filter(
+        status__in=UNSETTLED_STATUSES,
+        action_required_at__isnull=False,
+        created_at__gte=waited_before,
     )
 
 
@@ -67,4 +87,17 @@ class RecordedReferences:
             Payment.objects.filter(out_trade_no=out_trade_no)
             .values_list("currency", flat=True)
             .first()
+        )
+
+    def attempt(self, out_trade_no: str) -> AttemptTerms | None:
+        from payments.providers.stripe import AttemptTerms
+
+        payment = Payment.objects.filter(out_trade_no=out_trade_no).first()
+        if payment is None:
+            return None
+        return AttemptTerms(
+            amount=payment.amount,
+            currency=payment.currency,
+            idempotency_key=provider_idempotency_key(payment),
+            created_at=payment.created_at,
         )

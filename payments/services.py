@@ -96,6 +96,17 @@ def payment_mark_unknown(*, payment_id: int) -> bool:
     )
 
 
+def payment_mark_action_required(*, payment_id: int) -> bool:
+    """The provider waits for the customer: the attempt stays unsettled (PENDING), marked
+    with when it was first asked; the reconciler fences it after PAYMENT_ACTION_TIMEOUT_S."""
+    now = timezone.now()
+    return bool(
+        Payment.objects.filter(
+            pk=payment_id, status__in=UNSETTLED_STATUSES, action_required_at__isnull=True
+        ).update(action_required_at=now, updated_at=now)
+    )
+
+
 def fulfilment_enqueue(order_id: int) -> Callable[[], None]:
     """The hook that asks a worker to ship a newly PAID order (for ``on_commit``)."""
 

@@ -10,8 +10,9 @@ from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from reconcile.desk.actions import ACTIONS, ALREADY_RESOLVED, CaseActionRefused, case_act
+from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseActionKind, CaseState
+from reconcile.desk.selectors import case_actions
 from reconcile.models import StatementDiscrepancy, StatementImport, StatementLine, StrayCapture
 from reconcile.statements.discrepancies import discrepancy_resolve
 
@@ -116,7 +117,7 @@ class CaseActForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        offered = ACTIONS.get(self.instance.kind, ())
+        offered = case_actions(self.instance)
         action = self.fields["action"]
         assert isinstance(action, forms.ChoiceField)
         action.choices = [(a, CaseActionKind(a).label) for a in offered]
@@ -179,8 +180,10 @@ class CaseAdmin(admin.ModelAdmin):
     def history(self, obj: Case) -> str:
         return (
             "; ".join(
-                f"{a.at:%Y-%m-%d %H:%M} {a.action} by {a.by_name}: {a.note} ({a.outcome})"
-                for a in obj.actions.all()
+                f"{a.at:%Y-%m-%d %H:%M} {a.action} by {a.by_name}"
+                + (f", approved by {a.approved_by.get_username()}" if a.approved_by else "")
+                + f": {a.note} ({a.outcome})"
+                for a in obj.actions.select_related("approved_by")
             )
             or "-"
         )

@@ -31,6 +31,22 @@ class UserFactory(factory.django.DjangoModelFactory):
             Token.objects.create(user=user)
 
 
+# Every action of the operator's desk (reconcile.desk.models.PERMISSIONS).
+DESK_ACTIONS = ("retry", "refund", "accept", "dismiss", "approve")
+
+
+def desk_operator(*actions: str, username: str | None = None) -> Any:
+    """A staff user holding the desk's permission for each of ``actions`` (all by default)."""
+    from django.contrib.auth.models import Permission
+
+    user = UserFactory.create(is_staff=True, **({"username": username} if username else {}))
+    codenames = [f"{action}_case" for action in actions or DESK_ACTIONS]
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="reconcile", codename__in=codenames)
+    )
+    return get_user_model().objects.get(pk=user.pk)  # a fresh object: no stale perm cache
+
+
 class ProductFactory(factory.Factory):
     """Products go through the service, so their stock is recorded as received."""
 

@@ -81,6 +81,15 @@ RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
 # a margin, so it never expires under a live runner; a killed runner's lock frees
 # itself after this long.
 RECONCILE_LOCK_TTL_S = env_int("RECONCILE_LOCK_TTL_S", CELERY_TASK_TIME_LIMIT + 60)
+# An attempt the provider holds for the customer (3-D Secure: pay answered 202) is
+# fenced at the provider and failed once it is this old: fifteen minutes is longer
+# than a customer takes to approve a payment in their bank's app, and as long as an
+# unpaid order lives (ORDER_TTL_S), which cannot expire while the attempt waits.
+PAYMENT_ACTION_TIMEOUT_S = env_int("PAYMENT_ACTION_TIMEOUT_S", 900)
+# Refunds and accepts on the desk moving more than this (minor units) need a second
+# person's approval; 0: every one of them does. The demo raises it (demo/settings),
+# so its one staff user can act.
+DESK_APPROVAL_ABOVE = env_int("DESK_APPROVAL_ABOVE", 0)
 # The operator's desk (reconcile/desk/): a payment or refund still unresolved a day
 # after it started is past anything the reconciler's backoff (capped at an hour) will
 # fix by itself, and a person should look.

@@ -43,6 +43,7 @@ from demo.sandbox.services import (
     Answer,
     charge_close,
     charge_create,
+    charge_customer_act,
     fault_clear,
     fault_set,
     refund_create,
@@ -134,6 +135,7 @@ class IndexApi(APIView):
                 "provider": "OnceShop's sandbox: a stand-in payment provider (docs/design.md)",
                 "merchant_auth": "Authorization: Bearer <merchant key> (SANDBOX_API_KEYS)",
                 "endpoints": SANDBOX_ENDPOINTS,
+                "fault_modes": FAULT_MODES,
                 "admin": "/admin/ (its tables, read-only)",
             }
         )
@@ -144,12 +146,32 @@ SANDBOX_ENDPOINTS = [
     "POST /sandbox/v1/charges (Idempotency-Key)",
     "GET /sandbox/v1/charges/{out_trade_no}",
     "POST /sandbox/v1/charges/{out_trade_no}/close",
+    "POST /sandbox/v1/charges/{out_trade_no}/action (the customer: client_secret, "
+    "result complete|abandon)",
     "POST /sandbox/v1/refunds (Idempotency-Key)",
     "GET /sandbox/v1/refunds/{out_refund_no}",
     "GET /sandbox/v1/wallets/{payer}",
     "GET /sandbox/v1/statements/{date} (the UTC day's statement as CSV, date YYYY-MM-DD)",
     "GET, POST, DELETE /sandbox/v1/faults (staff of the shop)",
 ]
+
+
+# What each fault mode does (POST /sandbox/v1/faults, staff): docs/design.md's sandbox.
+FAULT_MODES = {
+    Fault.Mode.DECLINE: "the charge or refund is declined",
+    Fault.Mode.ERROR_BEFORE_COMMIT: "500, nothing charged or refunded",
+    Fault.Mode.ERROR_AFTER_COMMIT: "500, charged or refunded all the same",
+    Fault.Mode.TIMEOUT_AFTER_COMMIT: "charged or refunded, answered after delay_s",
+    Fault.Mode.CALLBACK_DUPLICATES: "each notification sent copies times",
+    Fault.Mode.CALLBACK_SHUFFLE: "the duplicates delivered out of order",
+    Fault.Mode.CALLBACK_DROP: "no notification",
+    Fault.Mode.LATE_SUCCESS: "declined now, carried out after delay_s and notified then",
+    Fault.Mode.REQUIRES_ACTION: (
+        "charges only: ACTION_REQUIRED with a client_secret and next_action, nothing "
+        "debited, until the customer completes or abandons it at its /action URL "
+        "(or the merchant closes it)"
+    ),
+}
 
 
 @extend_schema(exclude=True)
@@ -189,6 +211,34 @@ class ChargeDetailApi(MerchantApi):
 class ChargeCloseApi(MerchantApi):
     def post(self, request: Request, out_trade_no: str) -> Response:
         return Response(charge_json(charge_close(out_trade_no=out_trade_no)))
+
+
+@extend_schema(exclude=True)
+class ChargeActionApi(APIView):
+    """The customer completes or abandons a charge that waits for them.
+
+    Not the merchant's call: the customer proves they may act with the charge's
+    ``client_secret`` (which the merchant handed its client), as with Stripe.js.
+    """
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[type] = []
+
+    class InputSerializer(serializers.Serializer):
+        client_secret = serializers.CharField(max_length=64, trim_whitespace=False)
+        result = serializers.ChoiceField(choices=["complete", "abandon"])
+
+    def post(self, request: Request, out_trade_no: str) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        context.bind(out_trade_no=out_trade_no)
+        charge = charge_customer_act(
+            out_trade_no=out_trade_no,
+            client_secret=serializer.validated_data["client_secret"],
+            complete=serializer.validated_data["result"] == "complete",
+        )
+        return Response(charge_json(charge))
 
 
 class RefundCreateApi(MerchantApi):

@@ -81,6 +81,26 @@ class RefundNotFound(ApplicationError):
     default_detail = "No refund exists for this out_refund_no."
 
 
+class ClientSecretInvalid(ApplicationError):
+    """The customer's action did not carry the charge's ``client_secret`` (or there is no
+    charge waiting under that reference): nothing was done."""
+
+    status = 403
+    code = "client-secret-invalid"
+    title = gettext_noop("Client secret invalid")
+    default_detail = "This client_secret does not belong to a charge waiting for the customer."
+
+
+class ChargeNotAwaitingAction(ApplicationError):
+    """The charge is no longer waiting for the customer: completed, abandoned, or fenced
+    (closed) by the merchant. The body carries it under ``charge``."""
+
+    status = 409
+    code = "charge-not-awaiting-action"
+    title = gettext_noop("Charge not waiting for the customer")
+    default_detail = "This charge no longer waits for the customer."
+
+
 class ChargeNotFound(ApplicationError):
     """The provider holds no charge (not even a CLOSED fence) for this ``out_trade_no``."""
 

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.urls import reverse
 from rest_framework import serializers
 
 from demo.sandbox.models import Charge, Refund
@@ -16,6 +17,25 @@ class ChargeOutputSerializer(serializers.Serializer):
     payer = serializers.CharField(allow_null=True)
     paid_at = serializers.DateTimeField(allow_null=True)
     decline_reason = serializers.CharField(allow_null=True)
+    # Only while ACTION_REQUIRED (left out otherwise): what the merchant hands its client
+    # so that the customer can act.
+    client_secret = serializers.SerializerMethodField()
+    next_action = serializers.SerializerMethodField()
+
+    def to_representation(self, charge: Charge) -> dict[str, Any]:
+        data = dict(super().to_representation(charge))
+        if charge.status != Charge.Status.ACTION_REQUIRED:
+            del data["client_secret"], data["next_action"]
+        return data
+
+    def get_client_secret(self, charge: Charge) -> str | None:
+        return charge.client_secret if charge.status == Charge.Status.ACTION_REQUIRED else None
+
+    def get_next_action(self, charge: Charge) -> dict[str, str] | None:
+        if charge.status != Charge.Status.ACTION_REQUIRED:
+            return None
+        url = reverse("sandbox-charge-action", kwargs={"out_trade_no": charge.out_trade_no})
+        return {"type": "customer_action", "url": url}
 
 
 class RefundOutputSerializer(serializers.Serializer):

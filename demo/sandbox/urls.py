@@ -1,6 +1,7 @@
 from django.urls import path
 
 from demo.sandbox.api import (
+    ChargeActionApi,
     ChargeCloseApi,
     ChargeCreateApi,
     ChargeDetailApi,
@@ -14,7 +15,7 @@ from demo.sandbox.api import (
 
 # No trailing slashes: the provider's contract spells its URLs this way. ``path``
 # converters, so an out_trade_no, out_refund_no or payer holding a "/" is still addressable; the
-# close route comes first, so ".../close" always means the close action.
+# close and action routes come first, so ".../close" and ".../action" always mean those.
 urlpatterns = [
     path("", IndexApi.as_view(), name="sandbox-index"),
     path("v1/charges", ChargeCreateApi.as_view(), name="sandbox-charge-create"),
@@ -22,6 +23,11 @@ urlpatterns = [
         "v1/charges/<path:out_trade_no>/close",
         ChargeCloseApi.as_view(),
         name="sandbox-charge-close",
+    ),
+    path(
+        "v1/charges/<path:out_trade_no>/action",
+        ChargeActionApi.as_view(),
+        name="sandbox-charge-action",
     ),
     path("v1/charges/<path:out_trade_no>", ChargeDetailApi.as_view(), name="sandbox-charge"),
     path("v1/refunds", RefundCreateApi.as_view(), name="sandbox-refund-create"),

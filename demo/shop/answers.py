@@ -28,7 +28,13 @@ from idempotency.errors import (
     IdempotencyKeyMissing,
 )
 from orders.errors import OrderKeyReused, OrderNotCancellable, OutOfStock, UnknownSku
-from payments.errors import OrderNotPayable, PaymentDeclined, PaymentFailed, PaymentOutcomeUnknown
+from payments.errors import (
+    OrderNotPayable,
+    PaymentActionRequired,
+    PaymentDeclined,
+    PaymentFailed,
+    PaymentOutcomeUnknown,
+)
 
 # The answers after which the right move is the SAME key again, later (docs/design.md,
 # "Behaviour matrix"):
@@ -38,6 +44,7 @@ RETRY_SAME_KEY = frozenset(
     {
         IdempotencyKeyInUse.code,
         PaymentOutcomeUnknown.code,
+        PaymentActionRequired.code,
         LockTimeout.code,
         ConcurrentUpdate.code,
         InternalError.code,
@@ -73,6 +80,11 @@ _WHY: dict[str, str] = {
     ),
     LockTimeout.code: gettext_noop(
         "The order was busy; nothing changed. Retrying with the same key."
+    ),
+    PaymentActionRequired.code: gettext_noop(
+        "The provider waits for you to confirm the payment (3-D Secure). Nothing is stored: "
+        "confirm it at the provider, then pay again with the same key, which asks the "
+        "provider what you did."
     ),
     ConcurrentUpdate.code: gettext_noop(
         "A concurrent request changed the same rows; this one was rolled back. "
@@ -176,7 +188,9 @@ class Answer:
 
     @property
     def ok(self) -> bool:
-        return 200 <= self.status < 300
+        # A 202 payment-action-required is a problem document: nothing done yet.
+        problem = isinstance(self.body, Mapping) and "code" in self.body and "type" in self.body
+        return 200 <= self.status < 300 and not problem
 
     @property
     def problem(self) -> Mapping[str, Any]:

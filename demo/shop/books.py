@@ -28,8 +28,8 @@ from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from payments.providers import KeepsWallets, get_provider
 from reconcile.audit.run import audit_run
-from reconcile.desk.actions import ACTIONS
-from reconcile.desk.selectors import cases_open
+from reconcile.desk.approvals import case_awaiting_approval
+from reconcile.desk.selectors import case_actions, cases_open
 
 # The page shows the most recent payers' wallets only: each is one HTTP request to
 # the provider, and the page refreshes every few seconds.
@@ -112,9 +112,18 @@ class CaseRow:
 
 
 def open_cases() -> list[CaseRow]:
+    cases = list(cases_open())
+    awaiting = case_awaiting_approval([c.pk for c in cases])
     return [
-        CaseRow(c.pk, c.kind, c.reference, c.summary, c.opened_at, ACTIONS.get(c.kind, ()))
-        for c in cases_open()
+        CaseRow(
+            c.pk,
+            c.kind,
+            c.reference,
+            c.summary,
+            c.opened_at,
+            case_actions(c, awaiting_approval=c.pk in awaiting),
+        )
+        for c in cases
     ]
 
 

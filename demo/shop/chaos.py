@@ -106,6 +106,16 @@ FAULT_MODES = (
         ),
         takes_delay=True,
     ),
+    FaultMode(
+        Fault.Mode.REQUIRES_ACTION,
+        gettext_noop("Customer must act"),
+        gettext_noop(
+            "The provider waits for the customer (3-D Secure): the shop answers 202 "
+            "payment-action-required with what the client needs, stores nothing, and the same "
+            "key answers 202 until the customer completes or abandons it at the provider; one "
+            "nobody finishes is closed at the provider and failed after PAYMENT_ACTION_TIMEOUT_S."
+        ),
+    ),
 )
 FAULT_MODE_BY_NAME = {fault.mode: fault for fault in FAULT_MODES}
 

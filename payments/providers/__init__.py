@@ -8,6 +8,7 @@ from django.conf import settings
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
+    CustomerActionRequired,
     Notification,
     NotificationInvalid,
     NotificationMalformed,
@@ -30,6 +31,7 @@ from payments.providers.capabilities import KeepsWallets, PreparesCharges, Takes
 __all__ = [
     "ChargeResult",
     "ChargeStatus",
+    "CustomerActionRequired",
     "KeepsWallets",
     "Notification",
     "NotificationInvalid",

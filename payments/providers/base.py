@@ -12,6 +12,10 @@ Exceptions, and what the flows may conclude from each:
   already holds a charge or refund with other terms), or an answer we cannot
   read. Money may or may not have moved: never treated as success or failure;
   retry with the same key, or query.
+- ``CustomerActionRequired`` (a ``ProviderOutcomeUnknown``): the provider waits
+  for the customer to act (3-D Secure). Nothing moved yet; the pay answers 202
+  with what the client needs, and the reconciler fences the attempt once it has
+  waited ``PAYMENT_ACTION_TIMEOUT_S``.
 - ``ProviderAnswerConflict`` (a ``ProviderOutcomeUnknown``): an answer that
   reads fine but is about another reference than the one we asked about. Never
   applied: it proves nothing about our attempt.
@@ -32,7 +36,7 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class ChargeStatus(enum.StrEnum):
@@ -151,6 +155,22 @@ class StatementMalformed(Exception):
 class ProviderOutcomeUnknown(Exception):
     """We cannot tell whether the provider moved money: timeout, 5xx, or an answer we
     do not understand. Never treated as success or failure; reconcile instead."""
+
+
+class CustomerActionRequired(ProviderOutcomeUnknown):
+    """The provider waits for the customer (3-D Secure, a redirect): nothing has moved
+    yet, and the attempt may still succeed, be declined, or be fenced.
+
+    An outcome-unknown, so every path that does not look for it treats the attempt
+    as unsettled and decides nothing. ``action`` is what the customer's client
+    needs to finish it, as the provider gives it: ``client_secret`` and
+    ``next_action`` (Stripe's names; the sandbox answers the same two).
+    """
+
+    def __init__(self, *, out_trade_no: str, action: Mapping[str, Any]) -> None:
+        super().__init__(f"{out_trade_no} waits for the customer to act (requires_action)")
+        self.out_trade_no = out_trade_no
+        self.action = dict(action)
 
 
 class ProviderAnswerConflict(ProviderOutcomeUnknown):

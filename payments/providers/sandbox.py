@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from datetime import date
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -25,6 +26,7 @@ from edge.strictjson import loads
 from observability import context
 from payments.providers.base import (
     ChargeResult,
+    CustomerActionRequired,
     Notification,
     NotificationMalformed,
     ProviderAnswerConflict,
@@ -42,6 +44,7 @@ from payments.providers.sandbox_parsing import (
     parse_charge,
     parse_notification,
     parse_refund,
+    parse_waiting,
     parse_wallet,
 )
 from payments.providers.sandbox_signature import SIGNATURE_HEADER, sign, verify_signature
@@ -134,6 +137,11 @@ class SandboxProvider:
             raise ProviderAnswerConflict(f"asked about {name} {asked!r}, answered {answered!r}")
 
     def _charge_answer(self, response: requests.Response, *, out_trade_no: str) -> ChargeResult:
+        waiting = self._read(response, partial(parse_waiting, base_url=self.base_url))
+        if waiting is not None:
+            named, action = waiting
+            self._same(out_trade_no, named, "out_trade_no")
+            raise CustomerActionRequired(out_trade_no=out_trade_no, action=action)
         result = self._read(response, parse_charge)
         self._same(out_trade_no, result.out_trade_no, "out_trade_no")
         return result

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import urljoin
 
 from edge.bounds import BIGINT_MAX, text_problem
 from payments.providers.base import (
@@ -100,6 +101,27 @@ def parse_charge(data: Any) -> ChargeResult:
     )
 
 
+# A charge that waits for the customer (the sandbox's requires_action fault).
+ACTION_REQUIRED = "ACTION_REQUIRED"
+
+
+def parse_waiting(data: Any, *, base_url: str) -> tuple[str, dict[str, Any]] | None:
+    """A charge that waits for the customer: its ``out_trade_no``, and what the customer
+    needs to finish it (``client_secret``, ``next_action`` with its URL absolute). None
+    for a charge that does not wait."""
+    data = _object(data, "charge")
+    if data.get("status") != ACTION_REQUIRED:
+        return None
+    next_action = _object(data.get("next_action"), "next_action")
+    return _text(data, "out_trade_no"), {
+        "client_secret": _text(data, "client_secret"),
+        "next_action": {
+            "type": _text(next_action, "type"),
+            "url": urljoin(base_url, _text(next_action, "url", max_length=2000)),
+        },
+    }
+
+
 def parse_refund(data: Any) -> RefundResult:
     """A refund JSON object -> RefundResult."""
     data = _object(data, "refund")
@@ -122,7 +144,12 @@ def parse_wallet(data: Any) -> WalletStatement:
         payer=_text(data, "payer", max_length=MAX_PAYER),
         balance=_amount(data, "balance"),
         charged_total=_amount(data, "charged_total"),
-        charges=tuple(parse_charge(charge) for charge in _list(data, "charges")),
+        # A charge still waiting for its customer moved no money: not in the account.
+        charges=tuple(
+            parse_charge(charge)
+            for charge in _list(data, "charges")
+            if not (isinstance(charge, dict) and charge.get("status") == ACTION_REQUIRED)
+        ),
         refunded_total=_amount(data, "refunded_total"),
         refunds=tuple(parse_refund(refund) for refund in _list(data, "refunds")),
     )

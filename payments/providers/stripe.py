@@ -11,9 +11,14 @@ How the protocol maps onto Stripe (CONTRACT.md has the whole table):
   emulator the tests use has none), so the record is what finds it again.
 - ``query``: retrieve by the recorded id (the truth). No id recorded: Stripe
   holds nothing we could ever confirm, and the answer is None.
-- ``close`` (the fence): cancel. Nothing recorded: there is nothing to fence,
-  the answer is CLOSED. Already succeeded: Stripe refuses the cancel, and the
-  PaymentIntent as retrieved (SUCCESS) is the answer: the capture is the truth.
+- ``close`` (the fence): cancel. Nothing recorded (the create's answer was lost):
+  the create is sent again with its derived key, which Stripe answers with the
+  PaymentIntent it made the first time, and that one is cancelled; so is every
+  PaymentIntent naming the attempt that Stripe lists since the attempt began (a
+  key Stripe no longer keeps, an emulator that does not replay). CLOSED is
+  answered only from Stripe's own cancel. Already succeeded: Stripe refuses the
+  cancel, and the PaymentIntent as retrieved (SUCCESS) is the answer: the
+  capture is the truth.
 - ``refund`` / ``query_refund``: a Refund of the PaymentIntent with a derived
   key and ``metadata.out_refund_no``; found again in the PaymentIntent's refunds.
 - ``statement``: the day's balance transactions, newest first, as Stripe lists them.
@@ -33,7 +38,8 @@ enough for test mode and the emulator, and is the one line a real shop changes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import date
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 import stripe
@@ -53,6 +59,7 @@ from payments.providers.observed import provider_call
 from payments.providers.stripe_calls import Refused, call, plain
 from payments.providers.stripe_parsing import (
     check_intent,
+    intent_reference,
     parse_event,
     parse_intent,
     parse_refund,
@@ -62,6 +69,22 @@ from payments.providers.stripe_statement import balance_statement
 from payments.providers.stripe_webhooks import verified_event
 
 TEST_PAYMENT_METHOD = "pm_card_visa"
+# How far before the attempt's own clock the fence still looks for its PaymentIntents:
+# Stripe stamps ``created`` with its clock, the shop its attempt with ours.
+CLOCK_SKEW = timedelta(minutes=5)
+# PaymentIntents per page when the fence lists them (Stripe's largest page).
+LIST_PAGE = 100
+
+
+@dataclass(frozen=True)
+class AttemptTerms:
+    """What the shop sent when it created an attempt's PaymentIntent: enough to send
+    the same create again (Stripe replays a create only for the same key and terms)."""
+
+    amount: int
+    currency: str
+    idempotency_key: str
+    created_at: datetime
 
 
 class StripeReferences(Protocol):
@@ -77,6 +100,10 @@ class StripeReferences(Protocol):
 
     def currency(self, out_trade_no: str) -> str | None:
         """The attempt's currency (a refund's amount is in the charge's), or None."""
+        ...
+
+    def attempt(self, out_trade_no: str) -> AttemptTerms | None:
+        """The terms the attempt's PaymentIntent was created with, or None."""
         ...
 
 
@@ -124,6 +151,18 @@ class StripeProvider:
         self, *, out_trade_no: str, amount: int, currency: str, idempotency_key: str
     ) -> str:
         """Create the attempt's PaymentIntent (unconfirmed: nothing moves) and return its id."""
+        return self._create(
+            out_trade_no=out_trade_no,
+            amount=amount,
+            currency=currency,
+            idempotency_key=idempotency_key,
+        )
+
+    def _create(
+        self, *, out_trade_no: str, amount: int, currency: str, idempotency_key: str
+    ) -> str:
+        # The same terms and key every time for one attempt: Stripe then answers a
+        # repeat with the PaymentIntent it made first (the fence relies on it too).
         intent = call(
             lambda: self.client.v1.payment_intents.create(
                 params={
@@ -192,14 +231,11 @@ class StripeProvider:
     def close(self, *, out_trade_no: str) -> ChargeResult:
         intent_id = self.references.payment_intent(out_trade_no)
         if intent_id is None:
-            # No PaymentIntent was recorded, so none can ever be confirmed: fenced already.
-            return ChargeResult(
-                out_trade_no=out_trade_no,
-                status=ChargeStatus.CLOSED,
-                trade_no=None,
-                amount=None,
-                currency=None,
-            )
+            return self._close_unrecorded(out_trade_no)
+        return self._cancel(intent_id, out_trade_no=out_trade_no)
+
+    def _cancel(self, intent_id: str, *, out_trade_no: str) -> ChargeResult:
+        """Cancel one PaymentIntent; what it became, as Stripe says."""
         try:
             intent = call(
                 lambda: self.client.v1.payment_intents.cancel(
@@ -213,6 +249,65 @@ class StripeProvider:
         if result is None:
             raise ProviderOutcomeUnknown(f"PaymentIntent {intent_id} was not cancelled")
         return result
+
+    def _close_unrecorded(self, out_trade_no: str) -> ChargeResult:
+        """The fence of an attempt whose PaymentIntent id the shop never recorded.
+
+        The create's answer was lost, or it never reached Stripe; either way a
+        retry of the pay would create again with the same key and terms, get the
+        same PaymentIntent back, and confirm it. So the fence does exactly that
+        create (making it now, if it never reached Stripe) and cancels what comes
+        back. A create whose key Stripe no longer keeps (it keeps them at least 24
+        hours), or an emulator that makes a new object for a repeated key, would
+        hide the first one from that: every PaymentIntent naming the attempt that
+        Stripe lists since the attempt began is cancelled too, and so is an id a
+        retry recorded meanwhile. The answer is Stripe's: a success if one got in
+        first (the capture is the truth), otherwise the cancel of the create's.
+        """
+        terms = self.references.attempt(out_trade_no)
+        if terms is None:
+            # Not an attempt of ours: nothing we could create with its terms.
+            raise ProviderOutcomeUnknown(f"no attempt {out_trade_no} recorded to fence")
+        try:
+            created = self._create(
+                out_trade_no=out_trade_no,
+                amount=terms.amount,
+                currency=terms.currency,
+                idempotency_key=terms.idempotency_key,
+            )
+        except ProviderRejected as refusal:
+            # A refusal of the repeat proves nothing about the first create.
+            raise ProviderOutcomeUnknown(f"the fence's create was refused: {refusal}") from refusal
+        intent_ids = [created]
+        for intent_id in self._intents_naming(out_trade_no, since=terms.created_at):
+            if intent_id not in intent_ids:
+                intent_ids.append(intent_id)
+        recorded = self.references.payment_intent(out_trade_no)
+        if recorded is not None and recorded not in intent_ids:
+            intent_ids.append(recorded)
+        answers = [self._cancel(intent_id, out_trade_no=out_trade_no) for intent_id in intent_ids]
+        captured = [answer for answer in answers if answer.status is ChargeStatus.SUCCESS]
+        return captured[0] if captured else answers[0]
+
+    def _intents_naming(self, out_trade_no: str, *, since: datetime) -> list[str]:
+        """The ids of the PaymentIntents naming ``out_trade_no`` created since ``since``.
+
+        Stripe's list (not its search, which lags behind writes), newest first, read
+        until a PaymentIntent older than the attempt (less the clocks' skew).
+        """
+        oldest = int((since - CLOCK_SKEW).timestamp())
+        found: list[str] = []
+        try:
+            listed = self.client.v1.payment_intents.list(params={"limit": LIST_PAGE})
+            for item in listed.auto_paging_iter():
+                intent = plain(item)
+                if not isinstance(intent.get("created"), int) or intent["created"] < oldest:
+                    break
+                if intent_reference(intent) == out_trade_no:
+                    found.append(str(intent["id"]))
+        except stripe.StripeError as error:
+            raise ProviderOutcomeUnknown(f"Stripe: {error}") from error
+        return found
 
     def _retrieve(self, intent_id: str) -> Any:
         try:

@@ -15,6 +15,7 @@ from typing import Any
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
+    CustomerActionRequired,
     Notification,
     NotificationMalformed,
     NotificationNotApplied,
@@ -99,7 +100,8 @@ def check_intent(intent: Any, *, out_trade_no: str) -> None:
 
 
 # A PaymentIntent between "confirmed" and "settled" (3-D Secure, a bank debit still
-# processing, an authorisation awaiting capture): money may yet move.
+# processing, an authorisation awaiting capture): money may yet move. (3-D Secure,
+# requires_action, waits for the customer: CustomerActionRequired, an unknown too.)
 PENDING_STATES = frozenset({"processing", "requires_action", "requires_capture"})
 # Created, never confirmed (or confirmed and refused, with no error kept): it holds
 # no money and moves none until someone confirms it.
@@ -137,6 +139,15 @@ def parse_intent(intent: Any, *, out_trade_no: str) -> ChargeResult | None:
         return ChargeResult(status=ChargeStatus.DECLINED, decline_reason=str(code), **terms)
     if state in UNCHARGED_STATES:
         return None
+    if state == "requires_action":
+        # 3-D Secure and the like: the customer's client finishes it with these two.
+        raise CustomerActionRequired(
+            out_trade_no=out_trade_no,
+            action={
+                "client_secret": intent.get("client_secret"),
+                "next_action": intent.get("next_action"),
+            },
+        )
     if state in PENDING_STATES:
         raise ProviderOutcomeUnknown(f"PaymentIntent {terms['trade_no']} is {state}")
     raise ProviderOutcomeUnknown(f"PaymentIntent {terms['trade_no']} in an unknown state {state!r}")

@@ -2,20 +2,23 @@
 
 - ``retry``: make the subject due at once (its backoff cleared); the next pass
   takes it through the job's own path, and the case closes when it settles;
-- ``refund``: a capture for a reference the shop never used (an unknown
-  notification, or an unknown statement line of a capture) is refunded the way
-  the statement refunds it (``stray_capture_take``: only what the provider's
-  query confirms; a stray refunded already is not refunded again);
-- ``accept``: ask the provider about the attempt and settle from its answer,
-  as the reconciler does (``payment_reconcile`` / ``refund_reconcile``); for a
-  statement discrepancy, the provider's confirmed answer about the line's (or
-  the ledger entry's) attempt is applied by the normal settle service
-  (``payment_apply_truth`` / ``refund_settle``), and the discrepancy resolved;
+- ``refund`` and ``accept``: what the machine would do with a capture or an
+  attempt, on the provider's confirmed word (``money.py``);
 - ``dismiss``: nothing to do; the case and its subject are closed with the reason.
+  An unresolved attempt still unresolved ``CASE_AFTER_S`` after its case was
+  dismissed is a new case (services.py): a dismiss never hides a problem for ever.
+
+Each action needs its own permission on Case (``PERMISSIONS``), held by a real
+user. A refund or accept that may move more than ``DESK_APPROVAL_ABOVE`` is not
+carried out at once: it waits for a second person (``approvals.py``).
 
 A double click acts once: every action that closes a case is a conditional
 update on ``state = open`` in the transaction that records it, so of two
-clicks one records the action and the other is told the case is resolved.
+clicks one records the action and the other is told the case is resolved. An
+action that moved money (a refund made, an attempt settled) is recorded whether
+or not its close won: another person's dismiss, or the machine, may have closed
+the case meanwhile, and the record says so. When the provider cannot answer,
+nothing moved and nothing is recorded: the person is told to try again.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -30,12 +34,20 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
 from payments.providers import (
+    CustomerActionRequired,
     PaymentProvider,
     ProviderOutcomeUnknown,
-    get_provider,
 )
-from reconcile.desk.models import Case, CaseAction, CaseActionKind, CaseKind, CaseState, ItemFailure
-from reconcile.models import LineKind, StatementDiscrepancy
+from reconcile.desk.models import (
+    PERMISSIONS,
+    Case,
+    CaseAction,
+    CaseActionKind,
+    CaseKind,
+    CaseState,
+    ItemFailure,
+)
+from reconcile.models import StatementDiscrepancy
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +56,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     CaseKind.UNKNOWN_NOTIFICATION: (CaseActionKind.REFUND, CaseActionKind.DISMISS),
     CaseKind.UNKNOWN_LINE: (CaseActionKind.REFUND, CaseActionKind.DISMISS),
     CaseKind.DISCREPANCY: (CaseActionKind.ACCEPT, CaseActionKind.DISMISS),
-    # Dismissed, it stays a fault in the audit (nobody holds it), and is not reopened.
+    # Dismissed, it stays a fault in the audit (nobody holds it), and comes back as a
+    # new case CASE_AFTER_S later if it is still unresolved then.
     CaseKind.UNRESOLVED: (CaseActionKind.RETRY, CaseActionKind.ACCEPT, CaseActionKind.DISMISS),
     CaseKind.ITEM_FAILED: (CaseActionKind.RETRY, CaseActionKind.DISMISS),
 }
@@ -52,8 +65,16 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 ALREADY_RESOLVED = "already resolved"
 
 
+# The actions that may move money: above DESK_APPROVAL_ABOVE, a second person approves.
+MOVES_MONEY = (CaseActionKind.REFUND, CaseActionKind.ACCEPT)
+
+
 class CaseActionRefused(ValueError):
     """The action does not fit this case, or it came without a reason."""
+
+
+class CaseActionForbidden(CaseActionRefused):
+    """The person does not hold the action's permission (or approves their own request)."""
 
 
 @dataclass(frozen=True)
@@ -69,61 +90,94 @@ def case_act(
     case_id: int,
     action: str,
     note: str,
-    user: User | None = None,
-    by_name: str = "",
+    user: User,
     provider: PaymentProvider | None = None,
 ) -> ActionResult:
-    """Take ``action`` on the case, recorded with who and why. See the module doc."""
+    """Take ``action`` on the case as ``user``, recorded with who and why. See the module doc."""
+    from reconcile.desk.approvals import approval_request, case_approve
+    from reconcile.desk.money import carry_out, money_of
+
     note = note.strip()
     if not note:
         raise CaseActionRefused("say why")
     case = Case.objects.get(pk=case_id)
-    if case.state != CaseState.OPEN:
-        return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-    if action not in ACTIONS[case.kind]:
-        raise CaseActionRefused(f"a {case.kind} case offers {', '.join(ACTIONS[case.kind])}")
-    who = by_name or (user.get_username() if user is not None else "") or "unknown"
-    match action:
-        case CaseActionKind.DISMISS:
-            return _dismiss(case, note=note, user=user, who=who)
-        case CaseActionKind.RETRY:
-            return _retry(case, note=note, user=user, who=who)
-        case CaseActionKind.REFUND:
-            return _refund(case, note=note, user=user, who=who, provider=provider)
-        case CaseActionKind.ACCEPT:
-            return _accept(case, note=note, user=user, who=who, provider=provider)
-    raise CaseActionRefused(f"unknown action {action}")  # pragma: no cover
+    permission = PERMISSIONS.get(action)
+    if permission is None:
+        raise CaseActionRefused(f"unknown action {action}")
+    if not user.has_perm(permission):
+        raise CaseActionForbidden(f"{user.get_username()} may not {action} cases ({permission})")
+    try:
+        if action == CaseActionKind.APPROVE:
+            return case_approve(case, note=note, user=user, provider=provider)
+        if case.state != CaseState.OPEN:
+            return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
+        if action not in ACTIONS[case.kind]:
+            raise CaseActionRefused(f"a {case.kind} case offers {', '.join(ACTIONS[case.kind])}")
+        match action:
+            case CaseActionKind.DISMISS:
+                return _dismiss(case, note=note, user=user)
+            case CaseActionKind.RETRY:
+                return _retry(case, note=note, user=user)
+        amount = money_of(case)
+        if amount > settings.DESK_APPROVAL_ABOVE:
+            return approval_request(case, action=action, amount=amount, note=note, user=user)
+        return carry_out(case, action=action, note=note, user=user, provider=provider)
+    except CustomerActionRequired:
+        return ActionResult(
+            False,
+            f"case {case.pk}: the provider waits for the customer to act; nothing done "
+            "(the reconciler closes the attempt once PAYMENT_ACTION_TIMEOUT_S has passed)",
+        )
+    except ProviderOutcomeUnknown as error:
+        # Nothing moved and nothing is recorded: asking again later is the whole remedy.
+        return ActionResult(
+            False, f"case {case.pk}: the provider did not answer ({error}); nothing done, try again"
+        )
 
 
-def _close(
-    case: Case, *, action: str, note: str, user: User | None, who: str, outcome: str
-) -> bool:
-    """Resolve the case if still open and record the action, in the caller's transaction."""
-    closed = Case.objects.filter(pk=case.pk, state=CaseState.OPEN).update(
-        state=CaseState.RESOLVED,
-        resolved_at=timezone.now(),
-        resolved_by=user,
-        resolution=f"{action} by {who}: {note}",
+def close_case(case: Case, *, action: str, note: str, user: User) -> bool:
+    """Resolve the case if still open, in the caller's transaction; whether this closed it."""
+    return bool(
+        Case.objects.filter(pk=case.pk, state=CaseState.OPEN).update(
+            state=CaseState.RESOLVED,
+            resolved_at=timezone.now(),
+            resolved_by=user,
+            resolution=f"{action} by {user.get_username()}: {note}",
+        )
     )
-    if closed:
-        _record(case, action=action, note=note, user=user, who=who, outcome=outcome)
-    return bool(closed)
 
 
-def _record(
-    case: Case, *, action: str, note: str, user: User | None, who: str, outcome: str
+def record_action(
+    case: Case,
+    *,
+    action: str,
+    note: str,
+    user: User,
+    outcome: str,
+    approved_by: User | None = None,
 ) -> None:
     CaseAction.objects.create(
-        case=case, action=action, by=user, by_name=who, note=note, outcome=outcome
+        case=case,
+        action=action,
+        by=user,
+        by_name=user.get_username(),
+        approved_by=approved_by,
+        note=note,
+        outcome=outcome,
     )
 
 
-def _dismiss(case: Case, *, note: str, user: User | None, who: str) -> ActionResult:
+def _dismiss(case: Case, *, note: str, user: User) -> ActionResult:
+    from reconcile.desk.approvals import approvals_close
+
+    who = user.get_username()
     with transaction.atomic():
-        if not _close(
-            case, action=CaseActionKind.DISMISS, note=note, user=user, who=who, outcome="dismissed"
-        ):
+        if not close_case(case, action=CaseActionKind.DISMISS, note=note, user=user):
             return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
+        record_action(
+            case, action=CaseActionKind.DISMISS, note=note, user=user, outcome="dismissed"
+        )
+        approvals_close(case)  # a request awaiting approval dies with its case
         if case.kind == CaseKind.ITEM_FAILED:
             # The failure is dismissed, not the item: its job counts afresh (failing on,
             # it comes back as a case), and the subject stays what it is. A notification
@@ -133,12 +187,12 @@ def _dismiss(case: Case, *, note: str, user: User | None, who: str) -> ActionRes
         else:
             # The subject is closed with the case, in the same transaction: the audit
             # reads it settled, with the person's reason.
-            _dismiss_subject(case, reason=f"dismissed by {who} (case {case.pk}): {note}", user=user)
+            close_subject(case, reason=f"dismissed by {who} (case {case.pk}): {note}", user=user)
     logger.info("case %s dismissed by %s: %s", case.pk, who, note)
     return ActionResult(True, f"case {case.pk} dismissed")
 
 
-def _dismiss_subject(case: Case, *, reason: str, user: User | None) -> None:
+def close_subject(case: Case, *, reason: str, user: User | None) -> None:
     if case.subject_type == "notification":
         ProviderNotification.objects.filter(pk=case.subject_id, resolved_at__isnull=True).update(
             resolved_at=timezone.now(), resolution=reason
@@ -149,7 +203,7 @@ def _dismiss_subject(case: Case, *, reason: str, user: User | None) -> None:
         )
 
 
-def _retry(case: Case, *, note: str, user: User | None, who: str) -> ActionResult:
+def _retry(case: Case, *, note: str, user: User) -> ActionResult:
     # Not closing: the case closes when the item settles. Once-only: the case row is
     # locked and re-read in the transaction that records the action, and each write
     # is conditional on the subject not being due yet; of two clicks, the second
@@ -176,117 +230,8 @@ def _retry(case: Case, *, note: str, user: User | None, who: str) -> ActionResul
             ).update(next_reconcile_at=None)
         if not made_due:
             return ActionResult(False, f"case {case.pk}: already due at the next pass")
-        _record(case, action=CaseActionKind.RETRY, note=note, user=user, who=who, outcome="due now")
+        record_action(case, action=CaseActionKind.RETRY, note=note, user=user, outcome="due now")
     return ActionResult(True, f"case {case.pk}: due at the next pass")
-
-
-def _refund(
-    case: Case,
-    *,
-    note: str,
-    user: User | None,
-    who: str,
-    provider: PaymentProvider | None,
-) -> ActionResult:
-    from reconcile.recovery.strays import stray_capture_take
-
-    out_trade_no, trade_no = _capture_of(case)
-    try:
-        # Idempotent at the provider and here (one stray per charge): a second click
-        # that gets this far refunds nothing more.
-        stray = stray_capture_take(
-            out_trade_no=out_trade_no, trade_no=trade_no, provider=provider or get_provider()
-        )
-    except ProviderOutcomeUnknown as error:
-        return ActionResult(
-            False, f"case {case.pk}: the provider did not answer ({error}); try again"
-        )
-    if stray is None:
-        with transaction.atomic():
-            _record(
-                case,
-                action=CaseActionKind.REFUND,
-                note=note,
-                user=user,
-                who=who,
-                outcome="the provider confirms no such capture: nothing to refund",
-            )
-        return ActionResult(
-            False, f"case {case.pk}: the provider confirms no capture; nothing refunded"
-        )
-    outcome = f"stray capture {stray.trade_no} refund {stray.refund_status}"
-    with transaction.atomic():
-        if not _close(
-            case, action=CaseActionKind.REFUND, note=note, user=user, who=who, outcome=outcome
-        ):
-            return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-        _dismiss_subject(case, reason=f"refunded by {who} (case {case.pk}): {outcome}", user=user)
-    return ActionResult(True, f"case {case.pk}: {outcome}")
-
-
-def _capture_of(case: Case) -> tuple[str, str]:
-    """(out_trade_no, trade_no) of the capture a refund case is about."""
-    if case.subject_type == "notification":
-        notification = ProviderNotification.objects.get(pk=case.subject_id)
-        return notification.out_trade_no, notification.trade_no
-    line = StatementDiscrepancy.objects.select_related("line").get(pk=case.subject_id).line
-    if line is None or line.kind != LineKind.CHARGE:
-        # A refund line for a reference never ours gave money back: nothing to refund.
-        raise CaseActionRefused(f"case {case.pk} is not about a capture: nothing to refund")
-    return line.reference, line.provider_id
-
-
-def _accept(
-    case: Case,
-    *,
-    note: str,
-    user: User | None,
-    who: str,
-    provider: PaymentProvider | None,
-) -> ActionResult:
-    from reconcile.desk.discrepancy_accept import discrepancy_accept
-    from reconcile.recovery.unsettled_payments import SETTLED, payment_reconcile
-    from reconcile.recovery.unsettled_refunds import SETTLED as REFUND_SETTLED
-    from reconcile.recovery.unsettled_refunds import refund_reconcile
-
-    provider = provider or get_provider()
-    if case.subject_type == "discrepancy":
-        try:
-            settled, outcome = discrepancy_accept(
-                StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
-                    pk=case.subject_id
-                ),
-                provider=provider,
-            )
-        except ProviderOutcomeUnknown as error:
-            return ActionResult(
-                False, f"case {case.pk}: the provider did not answer ({error}); try again"
-            )
-    # The reconciler's own path: ask the provider, settle from its answer (conditional,
-    # so a pass running beside this settles the attempt once).
-    elif case.subject_type == "payment":
-        resolution = payment_reconcile(
-            payment=Payment.objects.get(pk=case.subject_id), provider=provider
-        ).value
-        settled, outcome = resolution in SETTLED, f"the provider's word: {resolution}"
-    else:
-        resolution = refund_reconcile(
-            refund=Refund.objects.get(pk=case.subject_id), provider=provider
-        ).value
-        settled, outcome = resolution in REFUND_SETTLED, f"the provider's word: {resolution}"
-    with transaction.atomic():
-        if not settled:
-            _record(
-                case, action=CaseActionKind.ACCEPT, note=note, user=user, who=who, outcome=outcome
-            )
-            return ActionResult(False, f"case {case.pk}: {outcome}; still open")
-        if not _close(
-            case, action=CaseActionKind.ACCEPT, note=note, user=user, who=who, outcome=outcome
-        ):
-            return ActionResult(False, f"case {case.pk} is {ALREADY_RESOLVED}")
-        # A discrepancy is resolved with its case (an attempt settled itself, above).
-        _dismiss_subject(case, reason=f"accepted by {who} (case {case.pk}): {outcome}", user=user)
-    return ActionResult(True, f"case {case.pk}: {outcome}")
 
 
 def _jobs_of(case: Case) -> list[str]:

@@ -10,7 +10,10 @@
   each has its own case, closed when that job's item settles, never by the other.
   Resolved by a person (with a note) or by the machine (the item settled after
   all); never deleted.
-- ``CaseAction``: each action taken on a case, with who and why.
+- ``CaseAction``: each action taken on a case, with who and why (and who approved it,
+  for one that needed a second person).
+- ``CaseApproval``: a refund or accept above ``DESK_APPROVAL_ABOVE`` asked for by one
+  person, waiting for another to approve it; one pending per case.
 - ``ItemFailure``: how often one item of a batch job raised, and when it is due
   again; written in its own transaction, so it stays when the item's rolled back.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class CaseKind(models.TextChoices):
@@ -45,6 +48,17 @@ class CaseActionKind(models.TextChoices):
     REFUND = "refund"  # give the money back (only what the provider confirms)
     ACCEPT = "accept"  # settle from the provider's account of it
     DISMISS = "dismiss"  # nothing to do: closed with the person's reason
+    APPROVE = "approve"  # a second person lets another's refund or accept go ahead
+
+
+# What each action asks of the person taking it: a Django permission on Case.
+PERMISSIONS: dict[str, str] = {
+    CaseActionKind.RETRY: "reconcile.retry_case",
+    CaseActionKind.REFUND: "reconcile.refund_case",
+    CaseActionKind.ACCEPT: "reconcile.accept_case",
+    CaseActionKind.DISMISS: "reconcile.dismiss_case",
+    CaseActionKind.APPROVE: "reconcile.approve_case",
+}
 
 
 class Case(models.Model):
@@ -69,6 +83,14 @@ class Case(models.Model):
 
     class Meta:
         ordering = ["opened_at", "id"]
+        # One per action (PERMISSIONS): who may move money is not who may dismiss.
+        permissions = [
+            ("retry_case", "Can make a case's subject due now"),
+            ("refund_case", "Can refund the capture a case is about"),
+            ("accept_case", "Can settle a case from the provider's word"),
+            ("dismiss_case", "Can dismiss a case with a reason"),
+            ("approve_case", "Can approve another person's refund or accept"),
+        ]
         constraints = [
             # Found again by every pass: the same open case, never a second one.
             models.UniqueConstraint(
@@ -95,7 +117,11 @@ class CaseAction(models.Model):
     by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
-    by_name = models.CharField(max_length=150)  # a user's name, or who ran the command
+    by_name = models.CharField(max_length=150)  # the user's name, as it was then
+    # The second person, for a refund or accept that needed one (DESK_APPROVAL_ABOVE).
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     note = models.TextField()
     outcome = models.TextField(blank=True, default="")
     at = models.DateTimeField(auto_now_add=True)
@@ -105,6 +131,55 @@ class CaseAction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} by {self.by_name}"
+
+
+class ApprovalState(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    CLOSED = "closed"  # the case was closed before anyone approved: nothing done
+
+
+class CaseApproval(models.Model):
+    """A refund or accept asked for by one person, for a second person to approve.
+
+    Approving it claims it (a conditional UPDATE on ``pending``), so a double click
+    approves once; the action then runs as the requester's, with the approver
+    recorded beside them. The requester can never approve their own.
+    """
+
+    State = ApprovalState
+
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="approvals")
+    action = models.CharField(max_length=8, choices=CaseActionKind.choices)
+    amount = models.BigIntegerField()  # what the action may move, in minor units
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    note = models.TextField()  # the requester's reason
+    requested_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["requested_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["case"],
+                condition=Q(state=ApprovalState.PENDING),
+                name="case_approval_one_pending",
+            ),
+            # Four eyes: whoever approves is not whoever asked.
+            models.CheckConstraint(
+                condition=~Q(approved_by=F("requested_by")),
+                name="case_approval_second_person",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} on case {self.case_id} by {self.requested_by_id}: {self.state}"
 
 
 class ItemFailure(models.Model):

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from reconcile.desk.models import Case, CaseState
+from reconcile.desk.models import Case, CaseActionKind, CaseApproval, CaseState
 
 
 def cases_open() -> QuerySet[Case]:
@@ -28,6 +28,17 @@ def subjects_held() -> dict[tuple[str, int], int]:
             "pk", "subject_type", "subject_id"
         )
     }
+
+
+def case_actions(case: Case, *, awaiting_approval: bool | None = None) -> tuple[str, ...]:
+    """The actions an open case offers: those that fit its kind, and ``approve`` while a
+    refund or accept asked for on it awaits a second person."""
+    from reconcile.desk.actions import ACTIONS
+
+    if awaiting_approval is None:
+        awaiting_approval = case.approvals.filter(state=CaseApproval.State.PENDING).exists()
+    offered = ACTIONS.get(case.kind, ())
+    return (*offered, CaseActionKind.APPROVE) if awaiting_approval else offered
 
 
 def case_age_s(case: Case, *, now: datetime) -> float:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection, models
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
@@ -105,10 +105,10 @@ def _open_due() -> int:
     due_before = now - timedelta(seconds=settings.RECONCILE_AFTER_S)
     payments = Payment.objects.filter(
         status__in=UNSETTLED_STATUSES, created_at__lt=started_before
-    ).exclude(pk__in=_ever("payment"))
+    ).exclude(pk__in=_held_or_dismissed_lately("payment"))
     refunds = Refund.objects.filter(
         status__in=UNSETTLED_REFUND_STATUSES, created_at__lt=started_before
-    ).exclude(pk__in=_ever("refund"))
+    ).exclude(pk__in=_held_or_dismissed_lately("refund"))
     # Charge successes are the statement job's first (it asks the provider, and opens
     # the case itself when the provider does not confirm); everything else unmatched
     # (a closed charge, a refund of a reference never ours) has nothing the machine
@@ -244,10 +244,16 @@ def _held(subject_type: str) -> QuerySet[Case, Any]:
     return Case.objects.filter(subject_type=subject_type, state=CaseState.OPEN).values("subject_id")
 
 
-def _ever(subject_type: str) -> QuerySet[Case, Any]:
-    # An unresolved attempt is a case once: one a person dismissed is not reopened.
-    return Case.objects.filter(subject_type=subject_type, kind=CaseKind.UNRESOLVED).values(
-        "subject_id"
+def _held_or_dismissed_lately(subject_type: str) -> QuerySet[Case, Any]:
+    # An unresolved attempt has one case open at a time. One a person dismissed is not
+    # opened again at once (the person has just looked), but CASE_AFTER_S later, if the
+    # attempt is still unresolved then, as a new case: a dismiss never hides a problem
+    # for ever, and the dismissed case stays as it was, with its reason.
+    dismissed_lately = timezone.now() - timedelta(seconds=settings.CASE_AFTER_S)
+    return (
+        Case.objects.filter(subject_type=subject_type, kind=CaseKind.UNRESOLVED)
+        .filter(Q(state=CaseState.OPEN) | Q(resolved_at__gte=dismissed_lately))
+        .values("subject_id")
     )
 
 

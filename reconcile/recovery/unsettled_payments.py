@@ -11,6 +11,9 @@ waiting on the provider for it any more, and the reconciler finds out:
       CLOSED   -> roll back: an earlier pass fenced it and died before settling
       nothing  -> close(out_trade_no) FIRST, then settle with what close says:
                   CLOSED -> FAILED "closed"; SUCCESS (it slipped in) -> roll forward
+      waiting for the customer (3-D Secure) ->
+                  younger than PAYMENT_ACTION_TIMEOUT_S: leave it, due again then;
+                  older: close it like "nothing" (the customer had their time)
       unreachable -> leave it exactly as it is; try again after a backoff
 
 The fence is what makes "no charge" final: without it, a charge still on its
@@ -43,7 +46,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -56,11 +59,12 @@ from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
     ChargeResult,
     ChargeStatus,
+    CustomerActionRequired,
     PaymentProvider,
     ProviderOutcomeUnknown,
     get_provider,
 )
-from payments.services import Settlement, payment_settle
+from payments.services import Settlement, payment_mark_action_required, payment_settle
 from reconcile.desk.isolation import PAYMENTS, ItemGuard
 from reconcile.recovery.claims import drain, retry_later
 from reconcile.recovery.completion_batch import complete_pay_requests
@@ -85,6 +89,8 @@ class Resolution(enum.Enum):
     ROLLED_BACK = "rolled_back"  # declined, or fenced with no charge: FAILED
     ALREADY_SETTLED = "already_settled"  # a callback or a client retry settled it first
     UNREACHABLE = "unreachable"  # no answer from the provider: backoff, nothing guessed
+    # The provider waits for the customer: left alone until PAYMENT_ACTION_TIMEOUT_S.
+    AWAITING_CUSTOMER = "awaiting_customer"
     # Captured, but the order could not take it: booked and being refunded.
     ORPHANED = "orphaned"
     CONFLICT = "conflict"  # the provider contradicts our books: left for a human (audit)
@@ -113,6 +119,7 @@ class ReconcileCounts:
     already_settled: int = 0
     orphaned: int = 0
     unreachable: int = 0
+    awaiting_customer: int = 0
     conflict: int = 0
     error: int = 0
     completed: int = 0
@@ -141,7 +148,14 @@ def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
     (so the attempt is bound here too: a thread starts with no log context).
     """
     context.bind(out_trade_no=payment.out_trade_no)
-    account = provider.query(out_trade_no=payment.out_trade_no)
+    try:
+        account = provider.query(out_trade_no=payment.out_trade_no)
+    except CustomerActionRequired:
+        if timezone.now() < action_deadline(payment):
+            raise  # the customer still has time: the answer is that they have not acted
+        # The customer had their time: fence it like an attempt the provider never saw
+        # (if they completed it meanwhile, close answers the capture, rolled forward).
+        account = None
     if account is None:
         # The provider never saw it. Fence before failing it: after close, no
         # charge for this attempt can succeed, so FAILED is final. If a charge
@@ -150,11 +164,25 @@ def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
     return account
 
 
+def action_deadline(payment: Payment) -> datetime:
+    """When an attempt waiting for its customer is fenced: PAYMENT_ACTION_TIMEOUT_S after
+    it started (its pay asked the provider within the same request)."""
+    return payment.created_at + timedelta(seconds=settings.PAYMENT_ACTION_TIMEOUT_S)
+
+
 def payment_answer_apply(
     *, payment: Payment, answer: Answer, now: datetime | None = None
 ) -> Resolution:
     """Settle an attempt from what ``payment_ask`` gave (raised errors passed as answers)."""
     now = now or timezone.now()
+    if isinstance(answer, CustomerActionRequired):
+        # Not a failure to back off from: marked (the audit counts it in flight, a retry
+        # asks before it charges), and due again exactly when the customer's time is up.
+        payment_mark_action_required(payment_id=payment.pk)
+        Payment.objects.filter(pk=payment.pk, status__in=UNSETTLED_STATUSES).update(
+            next_reconcile_at=action_deadline(payment)
+        )
+        return Resolution.AWAITING_CUSTOMER
     if isinstance(answer, ProviderOutcomeUnknown):
         logger.warning("payment %s: provider unreachable (%s); backing off", payment.pk, answer)
         _retry_later(payment=payment, now=now)

@@ -85,6 +85,7 @@ def test_a_reap_with_one_record_the_database_refuses_reaps_all_the_others(
     from reconcile.audit.run import audit_run
     from reconcile.desk.actions import case_act
     from reconcile.desk.models import Case, CaseState, ItemFailure
+    from tests.factories import desk_operator
 
     # Given 25 finished records past the window; one of them cannot be deleted
     settings.CASE_AFTER_FAILURES = 2
@@ -118,7 +119,9 @@ def test_a_reap_with_one_record_the_database_refuses_reaps_all_the_others(
     # When the person dismisses the case (the record is the reaper's to retry)
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER test_poison_0 ON idempotency_idempotencykey")
-    assert case_act(case_id=case.pk, action="dismiss", note="trigger removed", by_name="ops").acted
+    assert case_act(
+        case_id=case.pk, action="dismiss", note="trigger removed", user=desk_operator()
+    ).acted
 
     # Then the next run reaps it, and nothing waits for a person
     assert idempotency_key_reap().deleted == 1

@@ -36,7 +36,6 @@ from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
 from reconcile.audit.run import audit_run
 from reconcile.models import StatementImport
-from reconcile.recovery.unsettled_payments import run_once as reconcile_payments_once
 from reconcile.statements.importing import statement_reconcile
 from reconcile.statements.report import statement_report
 from tests.conftest import client_for, new_key
@@ -181,17 +180,6 @@ def test_close_of_a_succeeded_payment_intent_answers_the_capture(stripe_shop, pa
 
     assert answer.status is ChargeStatus.SUCCESS
     assert answer.trade_no == payment.trade_no
-
-
-def test_close_without_a_payment_intent_has_nothing_to_fence(stripe_shop, order, user):
-    payment = payment_create(user_id=user.pk, order_number=order.number)
-
-    answer = get_provider().close(out_trade_no=payment.out_trade_no)
-
-    assert answer.status is ChargeStatus.CLOSED
-    assert answer.trade_no is None
-    assert get_provider().query(out_trade_no=payment.out_trade_no) is None
-    assert intents_of(stripe_shop, payment.out_trade_no) == []
 
 
 def test_a_declining_card_is_a_decline(stripe_shop, order, user):
@@ -557,48 +545,6 @@ def test_a_card_stripe_declines_at_confirm_is_a_stored_decline(
     assert not LedgerEntry.objects.filter(payment=payment).exists()
     # The same key replays the stored decline without asking Stripe again
     assert pay(key).json() == response.json()
-
-
-def test_a_payment_intent_awaiting_3d_secure_is_unknown_until_retrieve_shows_it_settled(
-    stripe_shop, pay, order, monkeypatch, settings
-):
-    # Given a card that needs 3-D Secure: the confirm leaves it requires_action
-    card = emulator(stripe_shop).v1.payment_methods.create(
-        params={
-            "type": "card",
-            "card": {"number": "4000002500003155", "exp_month": 12, "exp_year": 2030, "cvc": "123"},
-        }
-    )
-    monkeypatch.setattr(get_provider(), "payment_method", card["id"])
-    settings.RECONCILE_AFTER_S = 0
-
-    response = pay()
-
-    # Then no outcome yet: 503, the attempt UNKNOWN, nothing charged
-    assert response.status_code == 503, response.content
-    assert response.json()["code"] == "payment-outcome-unknown"
-    payment = Payment.objects.get(order=order)
-    assert payment.status == PaymentStatus.UNKNOWN
-    (intent,) = intents_of(stripe_shop, payment.out_trade_no)
-    assert intent["status"] == "requires_action"
-    # And the reconciler's retrieve is not final either: it backs off, touches nothing
-    assert reconcile_payments_once().unreachable == 1
-    assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.UNKNOWN
-    assert not LedgerEntry.objects.filter(payment=payment).exists()
-
-    # When the payer completes 3-D Secure (localstripe's own endpoint for it)
-    authenticated = requests.post(
-        f"{stripe_shop}/v1/payment_intents/{intent['id']}/_authenticate",
-        data={"client_secret": intent["client_secret"], "success": "true", "key": "pk_test_x"},
-        timeout=5,  # as Stripe.js calls it: with the publishable key, not the secret one
-    )
-    assert authenticated.status_code == 200, authenticated.text
-    Payment.objects.filter(pk=payment.pk).update(next_reconcile_at=None)  # its backoff over
-
-    # Then the reconciler's next retrieve settles it: PAID, once
-    reconcile_payments_once()
-    assert Payment.objects.get(pk=payment.pk).status == PaymentStatus.SUCCEEDED
-    assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
 
 
 # --- The seam: nothing of the sandbox's when the shop uses Stripe -------------------

@@ -7,7 +7,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from django.conf import settings as django_settings
@@ -135,3 +135,18 @@ def double_click() -> Callable[[Callable[[], T]], list[T]]:
         return results
 
     return click_twice
+
+
+@pytest.fixture
+def ops() -> Any:
+    """An operator holding every desk permission (tests/factories.py: desk_operator)."""
+    from tests.factories import desk_operator
+
+    return desk_operator(username="ops")
+
+
+@pytest.fixture
+def one_person_desk(settings) -> None:
+    """Refunds and accepts need no second person (DESK_APPROVAL_ABOVE as the demo sets it);
+    the approval itself is tested in test_desk_approvals.py."""
+    settings.DESK_APPROVAL_ABOVE = 10**12

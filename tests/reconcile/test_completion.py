@@ -132,7 +132,7 @@ def test_an_unknown_route_is_released_and_reported(order, user, sandbox):
 
 
 def test_a_completer_pass_with_one_record_the_database_refuses_finishes_the_others(
-    user, unknown_payment, poison, sandbox, settings, due_at_once
+    user, unknown_payment, poison, sandbox, settings, due_at_once, ops
 ):
     from django.db import connection
 
@@ -188,7 +188,7 @@ def test_a_completer_pass_with_one_record_the_database_refuses_finishes_the_othe
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER test_poison_0 ON idempotency_idempotencykey")
     assert completion.run_once().examined == 0  # (backing off until the retry)
-    assert case_act(case_id=case.pk, action="retry", note="trigger removed", by_name="ops").acted
+    assert case_act(case_id=case.pk, action="retry", note="trigger removed", user=ops).acted
     assert completion.run_once().finished == 1
 
     # Then the case is closed by the machine and the audit is clean

@@ -45,7 +45,7 @@ from reconcile.statements.importing import statement_download, statement_import_
 from reconcile.statements.jobs import leftovers_run_once
 from reconcile.statements.settling import statement_match
 from tests.callbacks.test_api import notify
-from tests.factories import UserFactory
+from tests.factories import UserFactory, desk_operator
 from tests.reconcile.statement_helpers import stray_charge, today
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -198,7 +198,7 @@ def test_a_payment_that_fails_n_times_is_a_case_and_its_retry_clears_the_audit(
     # When the data is fixed and a person asks for a retry
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER test_poison_0 ON payments_payment")
-    staff = UserFactory.create(is_staff=True)
+    staff = desk_operator()
     assert case_act(case_id=case.pk, action="retry", note="trigger removed", user=staff).acted
     payment_jobs.run_once()
 
@@ -289,14 +289,14 @@ def test_a_forged_notification_is_a_case_dismissed_in_one_click(sandbox, due_at_
     assert Case.objects.filter(state=CaseState.OPEN).count() == 0
 
 
-def test_cases_resolve_dismisses_once_and_says_so_the_second_time(sandbox, due_at_once):
+def test_cases_resolve_dismisses_once_and_says_so_the_second_time(sandbox, due_at_once, ops):
     forged_notification()
     leftovers_run_once()
     case = Case.objects.get()
     first, second = io.StringIO(), io.StringIO()
 
-    call_command("cases", "resolve", str(case.pk), "--note", "forged", stdout=first)
-    call_command("cases", "resolve", str(case.pk), "--note", "again", stdout=second)
+    call_command("cases", "resolve", str(case.pk), "--note", "forged", "--by", "ops", stdout=first)
+    call_command("cases", "resolve", str(case.pk), "--note", "again", "--by", "ops", stdout=second)
 
     assert first.getvalue().strip() == f"case {case.pk} dismissed"
     assert second.getvalue().strip() == f"case {case.pk} is already resolved"
@@ -310,7 +310,7 @@ def test_a_double_click_on_dismiss_acts_once(sandbox, due_at_once, double_click)
     forged_notification()
     leftovers_run_once()
     case = Case.objects.get()
-    staff = UserFactory.create(is_staff=True)
+    staff = desk_operator()
 
     results = double_click(
         partial(case_act, case_id=case.pk, action="dismiss", note="forged", user=staff)
@@ -322,7 +322,7 @@ def test_a_double_click_on_dismiss_acts_once(sandbox, due_at_once, double_click)
 
 
 def test_a_payment_unresolved_for_case_after_s_is_a_case_accepted_on_the_providers_word(
-    user, unknown_payment, sandbox, settings, due_at_once
+    user, unknown_payment, sandbox, settings, due_at_once, ops, one_person_desk
 ):
     settings.CASE_AFTER_S = 3600
     payment = unknown_payment(user, charged=True)
@@ -336,7 +336,7 @@ def test_a_payment_unresolved_for_case_after_s_is_a_case_accepted_on_the_provide
     case = Case.objects.get()
     assert case.kind == CaseKind.UNRESOLVED
 
-    result = case_act(case_id=case.pk, action="accept", note="asked by hand", by_name="ops")
+    result = case_act(case_id=case.pk, action="accept", note="asked by hand", user=ops)
 
     assert result.acted
     assert Payment.objects.get(pk=payment.pk).status == "SUCCEEDED"
@@ -346,7 +346,7 @@ def test_a_payment_unresolved_for_case_after_s_is_a_case_accepted_on_the_provide
 
 
 def test_refund_on_a_notification_case_refunds_what_the_provider_confirms_once(
-    user, wallet, sandbox, due_at_once
+    user, wallet, sandbox, due_at_once, ops, one_person_desk
 ):
     # Given a notification of a real capture for a reference the shop never wrote,
     # held by a case (the provider did not confirm it when first asked)
@@ -366,8 +366,8 @@ def test_refund_on_a_notification_case_refunds_what_the_provider_confirms_once(
     case = Case.objects.get()
 
     # When a person refunds it, twice (a double click)
-    first = case_act(case_id=case.pk, action="refund", note="our lost record", by_name="ops")
-    second = case_act(case_id=case.pk, action="refund", note="our lost record", by_name="ops")
+    first = case_act(case_id=case.pk, action="refund", note="our lost record", user=ops)
+    second = case_act(case_id=case.pk, action="refund", note="our lost record", user=ops)
 
     # Then the provider refunded it once, the case and the notification are closed
     assert (first.acted, second.acted) == (True, False)
@@ -379,15 +379,15 @@ def test_refund_on_a_notification_case_refunds_what_the_provider_confirms_once(
     assert _audit() == (0, "audit: clean")
 
 
-def test_an_action_needs_a_reason_and_must_fit_the_case(sandbox, due_at_once):
+def test_an_action_needs_a_reason_and_must_fit_the_case(sandbox, due_at_once, ops):
     forged_notification()
     leftovers_run_once()
     case = Case.objects.get()
 
     with pytest.raises(CaseActionRefused):
-        case_act(case_id=case.pk, action="dismiss", note="  ", by_name="ops")
+        case_act(case_id=case.pk, action="dismiss", note="  ", user=ops)
     with pytest.raises(CaseActionRefused):
-        case_act(case_id=case.pk, action="accept", note="why not", by_name="ops")
+        case_act(case_id=case.pk, action="accept", note="why not", user=ops)
     assert Case.objects.get().state == CaseState.OPEN
     assert not CaseAction.objects.exists()
 
@@ -482,7 +482,7 @@ def _line_left_a_discrepancy(reason: str) -> StatementDiscrepancy:
 
 
 def test_accept_on_a_discrepancy_case_books_the_providers_confirmed_capture_once(
-    user, unknown_payment, sandbox, due_at_once, double_click
+    user, unknown_payment, sandbox, due_at_once, double_click, ops, one_person_desk
 ):
     # Given a capture of ours the statement lists, a discrepancy when it was matched
     # (the provider did not confirm it then), held by a case
@@ -501,9 +501,7 @@ def test_accept_on_a_discrepancy_case_books_the_providers_confirmed_capture_once
 
     # When a person accepts the provider's word, twice at once (a double click)
     results = double_click(
-        partial(
-            case_act, case_id=case.pk, action="accept", note="statement is right", by_name="ops"
-        )
+        partial(case_act, case_id=case.pk, action="accept", note="statement is right", user=ops)
     )
 
     # Then the capture is booked once by the normal settlement, the case and the
@@ -516,14 +514,14 @@ def test_accept_on_a_discrepancy_case_books_the_providers_confirmed_capture_once
     assert list(CaseAction.objects.values_list("action", flat=True)) == ["accept"]
     # And the command says so the third time
     out = io.StringIO()
-    call_command("cases", "accept", str(case.pk), "--note", "again", stdout=out)
+    call_command("cases", "accept", str(case.pk), "--note", "again", "--by", "ops", stdout=out)
     assert out.getvalue().strip() == f"case {case.pk} is {ALREADY_RESOLVED}"
     fulfilment.run_once()  # (the sweep ships it: no worker in this test)
     assert _audit() == (0, "audit: clean")
 
 
 def test_refund_on_an_unknown_line_case_refunds_the_stray_capture_once(
-    user, wallet, sandbox, due_at_once, double_click
+    user, wallet, sandbox, due_at_once, double_click, ops, one_person_desk
 ):
     # Given a capture for a reference the shop never wrote, left a discrepancy by the
     # statement (the provider did not confirm it then), held by a case
@@ -535,10 +533,10 @@ def test_refund_on_an_unknown_line_case_refunds_the_stray_capture_once(
 
     # When a person refunds it, twice at once (a double click), and once more by command
     results = double_click(
-        partial(case_act, case_id=case.pk, action="refund", note="not ours", by_name="ops")
+        partial(case_act, case_id=case.pk, action="refund", note="not ours", user=ops)
     )
     out = io.StringIO()
-    call_command("cases", "refund", str(case.pk), "--note", "again", stdout=out)
+    call_command("cases", "refund", str(case.pk), "--note", "again", "--by", "ops", stdout=out)
 
     # Then the stray refund service refunded it once; case and discrepancy are resolved
     assert sorted(r.acted for r in results) == [False, True]

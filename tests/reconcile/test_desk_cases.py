@@ -26,7 +26,7 @@ from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFai
 from reconcile.desk.services import cases_run_once
 from reconcile.recovery import unsettled_payments as payment_jobs
 from tests.callbacks.test_api import body_for, notify
-from tests.factories import UserFactory
+from tests.factories import desk_operator
 from tests.reconcile.test_desk import settling_refused
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -143,7 +143,7 @@ def test_dismissing_a_failed_notification_about_our_attempt_leaves_it_unresolved
     guard = ItemGuard(job=NOTIFICATIONS, subject_type="notification")
     guard.run(key=notification.pk, reference=notification.notify_id, work=_fails, failed=None)
     case = Case.objects.get()
-    staff = UserFactory.create(is_staff=True)
+    staff = desk_operator()
 
     assert case_act(case_id=case.pk, action="dismiss", note="looked at it", user=staff).acted
 
@@ -163,7 +163,7 @@ def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, setti
         next_reconcile_at=ItemFailure.objects.get().next_try_at
     )
     case = Case.objects.get()
-    staff = UserFactory.create(is_staff=True)
+    staff = desk_operator()
 
     results = double_click(
         partial(case_act, case_id=case.pk, action="retry", note="fixed", user=staff)
@@ -192,7 +192,7 @@ def _deferred_notification(payment: Payment) -> ProviderNotification:
 
 
 def test_an_open_cases_pass_with_one_subject_whose_case_is_refused_opens_the_others(
-    user, unknown_payment, poison, sandbox, settings
+    user, unknown_payment, poison, sandbox, settings, ops
 ):
     # Given three attempts unresolved for longer than CASE_AFTER_S; the middle one's
     # case cannot be written (its row refused)
@@ -230,7 +230,7 @@ def test_an_open_cases_pass_with_one_subject_whose_case_is_refused_opens_the_oth
     # When the row is fixed and a person asks for a retry
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER test_poison_0 ON reconcile_case")
-    assert case_act(case_id=failed.pk, action="retry", note="trigger removed", by_name="ops").acted
+    assert case_act(case_id=failed.pk, action="retry", note="trigger removed", user=ops).acted
 
     # Then the next pass opens its case and closes the failure's
     assert cases_run_once().opened == 1

@@ -77,6 +77,7 @@ def test_a_task_does_nothing_while_another_runner_holds_its_lock():
         "already_settled": 0,
         "orphaned": 0,
         "unreachable": 0,
+        "awaiting_customer": 0,
         "conflict": 0,
         "error": 0,
         "completed": 0,

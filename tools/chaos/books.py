@@ -56,6 +56,18 @@ class KeyBook:
 
 
 @dataclass(frozen=True)
+class CaseBook:
+    """A case of the operator's desk, and who acted on it."""
+
+    id: int
+    kind: str
+    state: str  # open, resolved
+    resolved_by: str | None  # the person who closed it; None: the machine (or still open)
+    resolution: str
+    acted_by: tuple[str, ...]  # everyone with an action on its record
+
+
+@dataclass(frozen=True)
 class Books:
     orders: dict[str, OrderBook]
     attempts: dict[str, AttemptBook]
@@ -64,6 +76,7 @@ class Books:
     ledger_net: dict[str, int]  # username -> captured - refunded, every kind of entry
     products: dict[str, tuple[int, int]]  # sku -> (stock, received)
     unresolved: list[str] = field(default_factory=list)  # what is still in flight
+    cases: list[CaseBook] = field(default_factory=list)
     audit_exit: int = 0
     audit_output: str = ""
 
@@ -74,6 +87,7 @@ def books_read(*, received: dict[str, int], audit: tuple[int, str]) -> Books:
     from idempotency.models import IdempotencyKey, RecoveryPoint
     from orders.models import Order, OrderLine, Product, Shipment
     from payments.models import CAPTURE_KINDS, LedgerEntry, LedgerKind, Payment, Refund
+    from reconcile.desk.models import Case, CaseAction
 
     shipments = Counter(Shipment.objects.values_list("order__number", flat=True))
     captures: dict[str, list[int]] = defaultdict(list)
@@ -154,8 +168,25 @@ def books_read(*, received: dict[str, int], audit: tuple[int, str]) -> Books:
         f"refund {ref} still {status}"
         for ref, status in Refund.objects.filter(status__in=live).values_list("refund_no", "status")
     ]
+    acted: dict[int, set[str]] = defaultdict(set)
+    for case_id, by_name in CaseAction.objects.values_list("case_id", "by_name"):
+        acted[case_id].add(by_name)
+    cases = [
+        CaseBook(
+            id=pk,
+            kind=kind,
+            state=state,
+            resolved_by=resolved_by,
+            resolution=resolution,
+            acted_by=tuple(sorted(acted[pk])),
+        )
+        for pk, kind, state, resolved_by, resolution in Case.objects.values_list(
+            "pk", "kind", "state", "resolved_by__username", "resolution"
+        )
+    ]
     return Books(
         orders=orders,
+        cases=cases,
         attempts=attempts,
         keys=keys,
         wallets={

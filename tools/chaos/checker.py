@@ -33,6 +33,7 @@ MATRIX: dict[str, dict[int, frozenset[str]]] = {
     },
     "pay": {
         200: frozenset(),
+        202: frozenset(),  # payment-action-required: not final, the same key asks again
         402: frozenset({"payment-declined", "payment-failed"}),
         409: frozenset({"order-not-payable", "idempotency-key-in-use", "concurrent-update"}),
         429: frozenset({"throttled", "idempotency-key-quota"}),
@@ -60,6 +61,9 @@ MATRIX: dict[str, dict[int, frozenset[str]]] = {
 # a Retry-After, "not settled yet, come back with the same key". Any other answer of
 # 500 and above (a 500, a 502, a 503 that does not say when) is a violation.
 UNAVAILABLE = 503
+# The pay answer that is not final (the provider waits for the customer): never the
+# key's stored answer, so not held against the answers that are.
+ACTION_REQUIRED = 202
 CAPTURED = frozenset({"PAID", "REFUNDED"})
 # HAProxy's own answer when the node serving a request dies under it (the cluster
 # run's ``kill-node``): a 502 with HAProxy's page, not the shop's problem+json. The
@@ -104,6 +108,7 @@ def check(history: Iterable[Event], books: Books) -> list[Violation]:
         *_wallets(books),
         *_stock(books),
         *_quiescent(books),
+        *_desk(books),
     ]
 
 
@@ -156,7 +161,7 @@ def _same_answer_per_key(requests: list[Event]) -> list[Violation]:
         status = event.get("status")
         if not event.get("key") or status is None:
             continue
-        if is_retryable(status=status, code=event.get("code") or ""):
+        if status == ACTION_REQUIRED or is_retryable(status=status, code=event.get("code") or ""):
             continue
         answers[(event["customer"], event["key"])].append(event)
     found = []
@@ -289,5 +294,23 @@ def _quiescent(books: Books) -> list[Violation]:
         if order.shipments not in expected:
             found.append(
                 Violation("shipped once", f"{order.status} order {order.number}: {order.shipments}")
+            )
+    return found
+
+
+def _desk(books: Books) -> list[Violation]:
+    """Every case the run opened is closed: by the machine (its subject settled) or by
+    a person's action that is on the record (docs/operating.md, "The operator's desk")."""
+    found = []
+    for case in books.cases:
+        if case.state == "open":
+            found.append(Violation("case closed", f"case {case.id} ({case.kind}) is still open"))
+        elif case.resolved_by and case.resolved_by not in case.acted_by:
+            found.append(
+                Violation(
+                    "case closed by a recorded action",
+                    f"case {case.id} was closed by {case.resolved_by}, who has no recorded action "
+                    f"on it ({case.resolution})",
+                )
             )
     return found

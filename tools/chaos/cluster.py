@@ -23,8 +23,8 @@ has (docs/reliability.md, "Across nodes"):
   endpoint is read through HAProxy, and what it answered is recorded (the router
   falls back to the primary, config/dbrouter.py). The runner starts it again.
 
-``kill-celery``, ``terminate-backends`` (on the primary) and ``provider-faults``
-are the single-machine run's, on the cluster's processes.
+``kill-celery``, ``terminate-backends`` (on the primary), ``provider-faults`` and
+``customers-must-act`` are the single-machine run's, on the cluster's processes.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ REPLICA_LAG_HOLD_S = (2.0, 6.0)
 CLUSTER_STOP_S = 60.0
 CLUSTER_WEIGHTS = {
     "provider-faults": WEIGHTS["provider-faults"],
+    "customers-must-act": WEIGHTS["customers-must-act"],
     "kill-celery": WEIGHTS["kill-celery"],
     "terminate-backends": WEIGHTS["terminate-backends"],
     "kill-node": 1,
@@ -280,6 +281,7 @@ class ClusterNemesis(Nemesis):
         super().__init__(deployment=deployment, **kwargs)  # type: ignore[arg-type]
         self.kinds = {
             "provider-faults": self.provider_faults,
+            "customers-must-act": self.customers_must_act,
             "kill-celery": self.kill_cluster_celery,
             "terminate-backends": self.terminate_backends,
             "kill-node": self.kill_node,

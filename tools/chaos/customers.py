@@ -5,7 +5,11 @@ generator (derived from the run's seed). The key discipline is the client's:
 one key per intent, the same key after no answer, a 5xx or a 409 in flight
 (honouring ``Retry-After``, capped exponential backoff with full jitter), a
 new key only for a new intent after a final answer. The customer only decides
-what to do next, as a person at a keyboard would.
+what to do next, as a person at a keyboard would: that includes a payment the
+provider holds for them (202 ``payment-action-required``, the sandbox's
+``requires_action``), which they complete, abandon, or walk away from, as
+people do with 3-D Secure; the first two send the pay again with its key, the
+last leaves the attempt to the reconciler's fence (PAYMENT_ACTION_TIMEOUT_S).
 
 Every exchange goes through ``Balancer``, which spreads requests over the two
 shop servers (as a load balancer would) and writes each one to the history.
@@ -35,6 +39,10 @@ POLICY = RetryPolicy(max_attempts=12, max_elapsed_s=90.0, base_s=0.25, cap_s=8.0
 # (connect, read): the read timeout is well above the provider's (2 s in the run),
 # so the shop answers 503 before the customer stops waiting.
 TIMEOUT = (3.0, 20.0)
+# The pay answer that is not final: the provider waits for the customer.
+ACTION_REQUIRED = 202
+# What a customer does then: complete it, abandon it, or walk away (the rest).
+COMPLETES, ABANDONS = 0.5, 0.25
 
 
 class Balancer(HTTPAdapter):
@@ -182,7 +190,7 @@ class Customer:
         for _ in range(3):  # a declined card: another try is another intent
             paid = self.pay(number)
             if isinstance(paid, Reply):
-                if self.rng.random() < 0.2:
+                if paid.status != ACTION_REQUIRED and self.rng.random() < 0.2:
                     self.refund(number, created.body["amount"])
                 return
             if not (isinstance(paid, Problem) and paid.status == 402):
@@ -204,7 +212,38 @@ class Customer:
             other.start()
             outcome = self.intent("pay", key, number, lambda: self.shop.pay(number, key=key))
             other.join()
-            return outcome
+        else:
+            outcome = self.intent("pay", key, number, lambda: self.shop.pay(number, key=key))
+        if isinstance(outcome, Reply) and outcome.status == ACTION_REQUIRED:
+            return self.act_for_the_provider(number, key, outcome)
+        return outcome
+
+    def act_for_the_provider(
+        self, number: str, key: str, asked: Reply[Any]
+    ) -> Reply[Any] | Problem | GaveUp:
+        """The provider waits for this customer: complete, abandon or walk away (the 202
+        stays their last word; the reconciler fences the attempt after its time)."""
+        draw = self.rng.random()
+        if draw >= COMPLETES + ABANDONS:
+            self.history.record("customer-action", customer=self.username, order=number, did="left")
+            return asked
+        result = "complete" if draw < COMPLETES else "abandon"
+        action = asked.body.get("action") if isinstance(asked.body, dict) else None
+        action = action or {}
+        answered: int | str
+        try:
+            # At the provider's page (its API), not the shop's: no balancer in between.
+            answered = requests.post(
+                action["next_action"]["url"],
+                json={"client_secret": action["client_secret"], "result": result},
+                timeout=TIMEOUT,
+            ).status_code
+        except (requests.RequestException, KeyError, TypeError) as error:
+            answered = type(error).__name__  # a killed provider: the same key tells
+        self.history.record(
+            "customer-action", customer=self.username, order=number, did=result, answer=answered
+        )
+        # Back at the shop with the same key: the payment, the decline, or 202 again.
         return self.intent("pay", key, number, lambda: self.shop.pay(number, key=key))
 
     def cancel(self, number: str) -> None:
@@ -251,6 +290,10 @@ class Customer:
             self.unanswered.append((op, key, number, call))
             return later
         body = reply.body if isinstance(reply.body, dict) else {}
+        if reply.status == ACTION_REQUIRED:
+            # Not an answer yet: the provider waits for the customer (not final, not stored).
+            self.history.record("intent", **event, outcome="info", status=reply.status)
+            return reply
         self.history.record(
             "intent",
             **event,

@@ -17,7 +17,12 @@ Each kind is a thing that happens to real deployments:
 - ``terminate-backends``: ``pg_terminate_backend`` on a few of the app's
   database sessions, mid-transaction or idle;
 - ``provider-faults``: arm one or more of the sandbox's fault modes (stacked),
-  for charges or refunds, ``late_success`` included.
+  for charges or refunds, ``late_success`` included, and ``requires_action`` for
+  charges (the customer completes, abandons or walks away: tools/chaos/customers.py);
+- ``customers-must-act``: arm ``requires_action`` alone for the next few charges, so
+  that every run (even a short one, whose few provider-faults strikes may draw other
+  modes) has customers the provider waits for, some of whom walk away and are
+  fenced after ``PAYMENT_ACTION_TIMEOUT_S``.
 
 Every fault is written to the history with its time and what it hit.
 """
@@ -51,7 +56,10 @@ FAULT_MODES = [
     "callback_shuffle",
     "callback_drop",
     "late_success",
+    "requires_action",
 ]
+# Modes that mean something for a charge only: a refund never waits for the customer.
+CHARGE_ONLY_MODES = frozenset({"requires_action"})
 # A pause between two faults is drawn from this range (seconds); --pace scales it.
 PAUSE_S = (1.0, 4.0)
 # How long stop-redis keeps Redis down: long enough for every customer to meet it
@@ -61,6 +69,7 @@ REDIS_DOWN_S = (2.0, 6.0)
 # servers the most disruptive.
 WEIGHTS = {
     "provider-faults": 5,
+    "customers-must-act": 2,
     "kill-shop-worker": 3,
     "kill-celery": 3,
     "terminate-backends": 3,
@@ -89,11 +98,15 @@ class Nemesis:
         self.database_url = database_url
         self.staff_token = staff_token
         self.counts: Counter[str] = Counter()
+        # Fault modes not armed yet: each strike of provider-faults takes from these
+        # first, so that even a short run meets every mode.
+        self.modes_left = list(FAULT_MODES)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.weights = WEIGHTS
         self.kinds = {
             "provider-faults": self.provider_faults,
+            "customers-must-act": self.customers_must_act,
             "kill-shop-worker": self.kill_shop_worker,
             "kill-celery": self.kill_celery,
             "terminate-backends": self.terminate_backends,
@@ -202,7 +215,14 @@ class Nemesis:
     def provider_faults(self) -> dict[str, Any]:
         target = self.rng.choice(["charge", "charge", "refund"])
         armed = []
-        for mode in self.rng.sample(FAULT_MODES, self.rng.choice([1, 1, 2, 3])):
+        fits = [m for m in FAULT_MODES if target == "charge" or m not in CHARGE_ONLY_MODES]
+        fresh = [m for m in self.modes_left if m in fits]
+        count = self.rng.choice([1, 1, 2, 3])
+        chosen = self.rng.sample(fresh, min(count, len(fresh)))
+        chosen += self.rng.sample([m for m in fits if m not in chosen], count - len(chosen))
+        for mode in chosen:
+            if mode in self.modes_left:
+                self.modes_left.remove(mode)
             fault = {"mode": mode, "target": target, "count": self.rng.randint(1, 5)}
             if mode in ("timeout_after_commit", "late_success", "callback_shuffle"):
                 # Past the shop's provider timeout (2 s) for a timeout; a late
@@ -219,6 +239,16 @@ class Nemesis:
             response.raise_for_status()
             armed.append(fault)
         return {"target": "provider", "faults": armed}
+
+    def customers_must_act(self) -> dict[str, Any]:
+        fault = {"mode": "requires_action", "target": "charge", "count": self.rng.randint(3, 8)}
+        requests.post(
+            f"{self.deployment.provider_url}/sandbox/v1/faults",
+            json=fault,
+            headers={"Authorization": f"Token {self.staff_token}"},
+            timeout=10,
+        ).raise_for_status()
+        return {"target": "provider", "faults": [fault]}
 
     def clear_provider_faults(self) -> None:
         requests.delete(

@@ -43,6 +43,12 @@ def report_markdown(
     answers = Counter(str(e.get("status") or e.get("error")) for e in requests)
     told = Counter(f"{e['op']} {e['outcome']} {e.get('status') or ''}".strip() for e in intents)
     created = len({e["number"] for e in intents if e["op"] == "create" and e["outcome"] == "ok"})
+    acted = Counter(e["did"] for e in events if e["type"] == "customer-action")
+    desk = Counter(
+        f"{e['action']} ({'acted' if e['acted'] else 'nothing done'})"
+        for e in events
+        if e["type"] == "desk"
+    )
     lines = [
         "# Chaos run",
         "",
@@ -67,6 +73,12 @@ def report_markdown(
         "## Faults injected",
         "",
         *_table(["kind", "count"], sorted(kills.items())),
+        "",
+        "Customers the provider waited for (`requires_action`): "
+        + (", ".join(f"{did} {n}" for did, n in sorted(acted.items())) or "none"),
+        "",
+        "The person at the desk: "
+        + (", ".join(f"{what} {n}" for what, n in sorted(desk.items())) or "no case was open"),
         "",
         "Restarts by the supervisor: "
         + (", ".join(f"{name} {n}" for name, n in sorted(figures.restarts.items())) or "none"),

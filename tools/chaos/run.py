@@ -30,6 +30,7 @@ from tools.chaos.checker import Violation, check
 from tools.chaos.cluster import ClusterDeployment, ClusterNemesis, free_port_block
 from tools.chaos.customers import Budget, Customer, Shelf
 from tools.chaos.deployment import ROOT, Deployment
+from tools.chaos.desk import desk_act, desk_dismiss, desk_operators_create
 from tools.chaos.history import History, history_read
 from tools.chaos.nemesis import PAUSE_S, Nemesis
 from tools.chaos.report import RunFigures, report_markdown
@@ -48,6 +49,9 @@ RUN_SETTINGS = {
     "RECONCILE_BACKOFF_CAP_S": "20",
     "RECONCILE_LEASE_S": "30",
     "FULFIL_SWEEP_AFTER_S": "30",
+    # A customer the provider waits for (requires_action) who walks away is fenced by
+    # the reconciler after this long: within the run, as the others are settled.
+    "PAYMENT_ACTION_TIMEOUT_S": "30",
     # Customers pay thousands of orders: their wallets never decline for want of money.
     "SANDBOX_WALLET_START": str(10**12),
     "LOG_LEVEL": "WARNING",
@@ -59,6 +63,7 @@ QUIESCE_SETTINGS = {
     "IDEMPOTENCY_LOCK_TIMEOUT": "5",
     "RECONCILE_AFTER_S": "0",
     "FULFIL_SWEEP_AFTER_S": "0",
+    "PAYMENT_ACTION_TIMEOUT_S": "0",
 }
 STOCK = 1_000_000
 # One product is scarce, so that out-of-stock answers and stock given back by
@@ -153,6 +158,12 @@ class Run:
             self._customers_run([c.come_back for c in customers])
             again_s, parked = self._quiesce(env, deployment)
             quiesce_s += again_s
+            # The person at the desk closes every case the run opened, on the record.
+            history.record("phase", name="desk")
+            if desk_act(history):
+                again_s, parked = self._quiesce(env, deployment)
+                quiesce_s += again_s
+            desk_dismiss(history)
             history.record("phase", name="check", quiesce_s=quiesce_s, parked=parked)
             audit = self._manage(env, "audit")
             from django.db import connections
@@ -282,6 +293,7 @@ class Run:
         users = get_user_model().objects
         staff = users.create_user(username="chaos-staff", password=None, is_staff=True)
         staff_token = Token.objects.create(user=staff).key
+        desk_operators_create()
         scarce = max(10, int(self.options.orders * SCARCE_STOCK_PER_ORDER))
         skus = []
         for index, stock in enumerate([STOCK, STOCK, STOCK, STOCK, scarce]):

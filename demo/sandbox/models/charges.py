@@ -19,12 +19,19 @@ class Charge(models.Model):
     else ever moves a status. ``refunded_total`` grows by conditional UPDATE only.
     A CLOSED row is the fence written by ``charge_close`` before any charge
     existed; its terms are unknown (NULL).
+
+    ACTION_REQUIRED (the ``requires_action`` fault) is the one state that waits:
+    the customer must act (as for 3-D Secure) with the charge's ``client_secret``,
+    and moves it once, by a conditional UPDATE, to SUCCESS or DECLINED
+    (services.customer_action); a close fences it as CLOSED. Nothing is debited
+    while it waits.
     """
 
     class Status(models.TextChoices):
         SUCCESS = "SUCCESS"
         DECLINED = "DECLINED"
         CLOSED = "CLOSED"
+        ACTION_REQUIRED = "ACTION_REQUIRED"
 
     trade_no = models.CharField(max_length=32)
     out_trade_no = models.CharField(max_length=64)
@@ -42,11 +49,17 @@ class Charge(models.Model):
     refunded_total = models.PositiveBigIntegerField(default=0)
     # Set while a late success is scheduled (services.late_success), cleared when it runs.
     late_success_at = models.DateTimeField(null=True, blank=True)
+    # What the customer proves they are the payer with (ACTION_REQUIRED charges only).
+    client_secret = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["created_at", "id"]
         constraints = [
+            models.CheckConstraint(
+                condition=~Q(status="ACTION_REQUIRED") | Q(client_secret__isnull=False),
+                name="sandbox_charge_action_has_secret",
+            ),
             # The provider's second line of dedupe after the Idempotency-Key, and
             # what makes a charge and a close of the same attempt exclusive: the
             # loser of a race gets an IntegrityError naming this constraint.

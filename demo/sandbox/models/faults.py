@@ -24,6 +24,9 @@ class Fault(models.Model):
         CALLBACK_SHUFFLE = "callback_shuffle"
         CALLBACK_DROP = "callback_drop"
         LATE_SUCCESS = "late_success"
+        # The charge waits for the customer (3-D Secure): completed or abandoned
+        # through POST /sandbox/v1/charges/{out_trade_no}/action, or fenced by a close.
+        REQUIRES_ACTION = "requires_action"
 
     class Target(models.TextChoices):
         CHARGE = "charge"

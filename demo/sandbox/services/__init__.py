@@ -1,5 +1,6 @@
 """Writes of the sandbox provider: one function per business action, each owning
-its transaction (``charges``: charge and close; ``refunds``: refund;
+its transaction (``charges``: charge and close; ``customer_action``: the customer
+completing or abandoning a charge that waits for them; ``refunds``: refund;
 ``late_success``: a declined charge that succeeds later; ``faults``: the chaos
 script; ``notifications``: what a settled charge or refund sends, and when).
 Shared machinery: ``idempotency`` (keys, races, after-commit faults) and
@@ -10,6 +11,7 @@ idempotent itself, and it must stay truthful when it misbehaves on purpose.
 """
 
 from demo.sandbox.services.charges import charge_close, charge_create
+from demo.sandbox.services.customer_action import charge_customer_act
 from demo.sandbox.services.declines import (
     DECLINE_CHARGE_NOT_REFUNDABLE,
     DECLINE_EXCEEDS_REFUNDABLE,
@@ -31,6 +33,7 @@ __all__ = [
     "Answer",
     "charge_close",
     "charge_create",
+    "charge_customer_act",
     "fault_clear",
     "fault_set",
     "late_success_settle",

@@ -57,14 +57,24 @@ def new_trade_no() -> str:
     return "T" + secrets.token_hex(10).upper()
 
 
+def new_client_secret() -> str:
+    # 128 random bits: whoever holds it may complete the charge, as the payer.
+    return "cs_" + secrets.token_hex(16)
+
+
 def _settle(*, terms: ChargeTerms, faults: AppliedFaults) -> Charge:
     """Decide the outcome, move the money, and write the charge row: all or nothing."""
     wallet = wallet_get_or_create(payer=terms.payer)
     status, reason = Charge.Status.SUCCESS, None
     paid_at: datetime | None = timezone.now()
     late_success_at: datetime | None = None
+    client_secret: str | None = None
     if faults.decline:
         status, reason, paid_at = Charge.Status.DECLINED, DECLINE_SCRIPTED, None
+    elif faults.requires_action:
+        # Waits for the customer, nothing debited (services.customer_action settles it).
+        status, paid_at = Charge.Status.ACTION_REQUIRED, None
+        client_secret = new_client_secret()
     elif faults.late_success_delay_s is not None:
         # Declined now, nothing debited; late_success_schedule succeeds it later.
         status, reason, paid_at = Charge.Status.DECLINED, DECLINE_PENDING, None
@@ -85,6 +95,7 @@ def _settle(*, terms: ChargeTerms, faults: AppliedFaults) -> Charge:
         decline_reason=reason,
         paid_at=paid_at,
         late_success_at=late_success_at,
+        client_secret=client_secret,
     )
 
 
@@ -117,7 +128,8 @@ def _finish(*, key: str, terms: ChargeTerms, charge: Charge, faults: AppliedFaul
     """Store the answer and schedule what the new charge sends (and its late success)."""
     body = charge_json(charge)
     record_insert(key=key, fingerprint=fingerprint(terms), charge=charge, body=body)
-    charge_notifications_schedule(charge=charge, faults=faults)
+    if charge.status != Charge.Status.ACTION_REQUIRED:  # notified once the customer acted
+        charge_notifications_schedule(charge=charge, faults=faults)
     if charge.late_success_at is not None:
         late_success_schedule(charge=charge)
     return Answer(body=body, replayed=False)
@@ -166,7 +178,9 @@ def charge_close(*, out_trade_no: str) -> Charge:
     does, and the merchant must account for that money (an orphaned capture).
 
     No charge yet: a CLOSED row takes the out_trade_no, so a later charge dedupes
-    onto it. CLOSED or DECLINED already: returned as is (closing twice is fine).
+    onto it. Waiting for the customer (ACTION_REQUIRED): CLOSED, by the same
+    conditional UPDATE the customer's action races (one of the two wins).
+    CLOSED or DECLINED already: returned as is (closing twice is fine).
     SUCCESS: 409, with the charge, because the money has moved.
     A reference no charge can have (longer than the column, NUL) is 404: there is
     nothing to fence, since no charge request with it can ever be accepted.
@@ -183,6 +197,9 @@ def charge_close(*, out_trade_no: str) -> Charge:
     except IntegrityError as error:
         if violated_constraint(error) != "sandbox_charge_out_trade_no_unique":
             raise
+    Charge.objects.filter(out_trade_no=out_trade_no, status=Charge.Status.ACTION_REQUIRED).update(
+        status=Charge.Status.CLOSED
+    )
     # Read without a lock: a SUCCESS stays SUCCESS, and a DECLINED row that a late
     # success flips afterwards was truthfully DECLINED when read. Closing does not
     # stop a late success: see services.late_success.

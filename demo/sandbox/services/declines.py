@@ -5,6 +5,9 @@ DECLINE_SCRIPTED = "do_not_honor"  # what a card network says when it gives no r
 # late_success: not paid yet. What an asynchronous method says while the payer has
 # still to confirm; the merchant cannot tell it from a final decline.
 DECLINE_PENDING = "payment_pending"
+# requires_action: the customer was asked to act and declined to (or their wallet could
+# not cover the charge when they did: insufficient_funds).
+DECLINE_ABANDONED = "action_abandoned"
 # Refunds: only a SUCCESS charge can be refunded, and never beyond its amount.
 DECLINE_CHARGE_NOT_REFUNDABLE = "charge_not_refundable"
 DECLINE_EXCEEDS_REFUNDABLE = "exceeds_refundable"

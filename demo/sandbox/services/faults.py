@@ -34,6 +34,7 @@ class AppliedFaults:
     copies: int = 1
     shuffle_spread_s: float | None = None  # None: copies are sent at once, in order
     late_success_delay_s: float | None = None  # None: the outcome is final at once
+    requires_action: bool = False  # the charge waits for the customer to act
 
     @classmethod
     def from_rows(cls, rows: Sequence[tuple[str, float, int]]) -> AppliedFaults:
@@ -55,6 +56,7 @@ class AppliedFaults:
             copies=copies,
             shuffle_spread_s=None if shuffle is None else (shuffle[0] or SHUFFLE_SPREAD_S),
             late_success_delay_s=None if late is None else late[0],
+            requires_action=Mode.REQUIRES_ACTION in by_mode,
         )
 
 

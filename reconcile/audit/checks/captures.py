@@ -14,6 +14,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 
 from orders.models import Order, Shipment
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
+from payments.selectors import payments_awaiting_customer
 from reconcile.audit.checks import AuditContext, Checked
 from reconcile.audit.findings import Finding
 
@@ -155,6 +156,9 @@ def unsettled_payments(ctx: AuditContext) -> Checked:
     # Younger ones may still be in a request's hands; older ones were the
     # reconciler's to settle, and it could not (provider unreachable, a conflict).
     due_before = ctx.in_flight_since
+    # One the provider holds for its customer is in flight until the reconciler fences
+    # it, PAYMENT_ACTION_TIMEOUT_S after it started (plus a pass's delay).
+    waiting = payments_awaiting_customer(in_flight_since=due_before).values("pk")
     findings = [
         Finding(
             PAYMENT_SETTLED,
@@ -163,6 +167,7 @@ def unsettled_payments(ctx: AuditContext) -> Checked:
             {"payment": p["pk"], "order": p["order_id"], "out_trade_no": p["out_trade_no"]},
         )
         for p in Payment.objects.filter(status__in=UNSETTLED_STATUSES, updated_at__lt=due_before)
+        .exclude(pk__in=waiting)
         .order_by("pk")
         .values("pk", "order_id", "out_trade_no", "status", "reconcile_attempts")
     ]

@@ -18,6 +18,7 @@ from django.urls import reverse
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from orders.models import Order
 from payments.models import Payment, Refund
+from payments.selectors import payments_awaiting_customer
 from reconcile.audit.checks import AuditContext, Checked
 from reconcile.audit.findings import Finding
 
@@ -106,8 +107,13 @@ def unfinished_records(ctx: AuditContext) -> Checked:
     # completer reports it), or waiting on a payment the provider cannot tell us.
     stale_before = ctx.now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
     unfinished = IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED)
-    stuck = unfinished.annotate(since=Coalesce("locked_at", "created_at")).filter(
-        since__lt=stale_before
+    # A pay whose attempt the provider holds for its customer (answered 202) waits by
+    # design until the customer acts or the reconciler fences it.
+    waiting = payments_awaiting_customer(in_flight_since=ctx.in_flight_since).values("pk")
+    stuck = (
+        unfinished.annotate(since=Coalesce("locked_at", "created_at"))
+        .filter(since__lt=stale_before)
+        .exclude(resource_type="payment", resource_id__in=waiting)
     )
     findings = [
         Finding(

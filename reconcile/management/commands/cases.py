@@ -1,6 +1,8 @@
 """``manage.py cases``: the open cases, one a line; ``cases resolve ID --note TEXT`` dismisses one;
 ``cases refund ID --note TEXT`` and ``cases accept ID --note TEXT`` take those actions (where
-they fit the case), through the same service as the admin and /books/.
+they fit the case), ``cases approve ID --note TEXT`` approves another person's refund or accept,
+through the same service as the admin and /books/. ``--by`` names the shop's user who acts
+(default: the login name running the command); one the shop does not know is refused.
 
 $ python manage.py cases
 7  unknown-notification  P-FORGED-1  3h12m
@@ -8,7 +10,9 @@ $ python manage.py cases resolve 7 --note "forged with the demo's public secret"
 case 7 dismissed
 $ python manage.py cases resolve 7 --note "again"
 case 7 is already resolved          (exit 0: the case is where it was asked to be)
-$ python manage.py cases accept 9 --note "the provider's statement is right"
+$ python manage.py cases accept 9 --note "the provider's statement is right" --by alice
+case 9: accept of 1999 is awaiting a second person's approval
+$ python manage.py cases approve 9 --note "checked the statement too" --by bob
 case 9: the provider's word on P-...: captured, rolled_forward
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import getpass
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
@@ -29,6 +34,7 @@ VERBS = {
     "resolve": "dismiss a case, with a reason",
     CaseActionKind.REFUND.value: "refund the capture of a case about one the shop never made",
     CaseActionKind.ACCEPT.value: "settle from the provider's confirmed answer",
+    CaseActionKind.APPROVE.value: "approve another person's refund or accept",
 }
 ACTION_OF = {"resolve": CaseActionKind.DISMISS.value}
 
@@ -60,7 +66,9 @@ class Command(BaseCommand):
             act = sub.add_parser(verb, help=help_text)
             act.add_argument("case_id", type=int)
             act.add_argument("--note", required=True, help="why (kept with who and when)")
-            act.add_argument("--by", default="", help="who (default: the OS user)")
+            act.add_argument(
+                "--by", default="", help="the shop's user who acts (default: the login name)"
+            )
 
     def handle(self, *args: Any, verb: str | None = None, **options: Any) -> None:
         if verb in VERBS:
@@ -77,13 +85,15 @@ class Command(BaseCommand):
             self.stdout.write(f"{case.pk}\t{case.kind}\t{case.reference or '-'}\t{age}")
 
     def _act(self, case_id: int, *, action: str, note: str, by: str) -> None:
-        try:
-            result = case_act(
-                case_id=case_id,
-                action=action,
-                note=note,
-                by_name=by or f"{getpass.getuser()} (manage.py cases)",
+        username = by or getpass.getuser()
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise CommandError(
+                f"no active user {username!r}: --by names a user of the shop who holds the "
+                "action's permission"
             )
+        try:
+            result = case_act(case_id=case_id, action=action, note=note, user=user)
         except Case.DoesNotExist:
             raise CommandError(f"no case {case_id}") from None
         except CaseActionRefused as refused:

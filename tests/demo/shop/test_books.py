@@ -10,7 +10,7 @@ from orders.services import shipment_create
 from payments.models import Payment
 from reconcile.desk.models import Case, CaseState
 from reconcile.desk.services import notification_case_open
-from tests.factories import UserFactory
+from tests.factories import UserFactory, desk_operator
 
 pytestmark = pytest.mark.django_db
 
@@ -197,7 +197,7 @@ def _unknown_notification_case() -> Case:
 
 def test_the_books_list_open_cases_and_staff_dismiss_one_with_a_reason(demo_mode, web, web_for):
     case = _unknown_notification_case()
-    staff = web_for(UserFactory.create(is_staff=True))
+    staff = web_for(desk_operator("dismiss"))  # staff holding the desk's dismiss permission
 
     # A customer (demo mode) sees the case, without the actions
     seen = web.get("/books/").content.decode()

@@ -271,3 +271,25 @@ def test_a_refund_amount_that_is_not_a_number_is_refused_in_words(web, order):
 
     assert response.context["answer"].status == 400
     assert not IdempotencyKey.objects.filter(path__endswith="/refunds/").exists()
+
+
+def test_a_payment_the_provider_holds_for_the_customer_says_so_and_keeps_the_key(web, order, fault):
+    # Given a provider that waits for the customer (3-D Secure)
+    fault("requires_action")
+    key = pay_key(web.get(f"/orders/{order.number}/"))
+
+    # When the person pays
+    waiting = pay(web, order, key)
+
+    # Then the page says so, stores nothing, and offers the same key again
+    answer = waiting.context["answer"]
+    assert (answer.status, answer.code, answer.retry_same_key, answer.stored) == (
+        202,
+        "payment-action-required",
+        True,
+        False,
+    )
+    assert "confirm it at the provider" in waiting.content.decode()
+    assert pay_key(waiting) == key
+    assert IdempotencyKey.objects.get(key=key).recovery_point == PayPoint.PAYMENT_CREATED
+    assert Order.objects.get(pk=order.pk).status == Order.Status.UNPAID

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tools.chaos.books import AttemptBook, Books, KeyBook, OrderBook
+from tools.chaos.books import AttemptBook, Books, CaseBook, KeyBook, OrderBook
 from tools.chaos.checker import Violation, check, operation
 from tools.chaos.history import History, history_read
 
@@ -275,6 +275,32 @@ def test_two_different_final_answers_to_one_key_are_flagged():
     history.append(request(PAY_KEY, PAY_PATH, 409, code="order-not-payable"))
 
     assert rules(check(history, good_books())) == ["one answer per key"]
+
+
+def test_a_202_while_the_provider_waits_for_the_customer_is_not_a_final_answer():
+    # 202 payment-action-required, then (the customer acted) 200 with the same key
+    history = good_history()
+    history.insert(3, request(PAY_KEY, PAY_PATH, 202))
+    history.insert(4, intent("pay", PAY_KEY, "info", 202))
+
+    assert rules(check(history, good_books())) == []
+
+
+def test_a_case_left_open_or_closed_by_a_person_off_the_record_is_flagged():
+    books = replace(
+        good_books(),
+        cases=[
+            CaseBook(1, "item-failed", "resolved", None, "settled by the machine", ()),
+            CaseBook(2, "discrepancy", "resolved", "op", "dismiss by op: seen", ("op",)),
+            CaseBook(3, "unknown-line", "open", None, "", ()),
+            CaseBook(4, "unresolved", "resolved", "op", "dismiss by op: seen", ()),
+        ],
+    )
+
+    violations = check(good_history(), books)
+
+    assert sorted(rules(violations)) == ["case closed", "case closed by a recorded action"]
+    assert [v.message.split(" ")[1] for v in violations] == ["3", "4"]
 
 
 def test_work_left_in_flight_and_a_paid_order_never_shipped_are_flagged():
