@@ -1,9 +1,11 @@
 """Template filters of the pages: money in minor units, long keys shortened."""
 
+import re
+
 from django import template
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.utils.html import json_script
-from django.utils.safestring import SafeString
+from django.utils.html import escape, json_script
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language, gettext
 
 from demo.shop import access
@@ -35,6 +37,20 @@ def money(amount: int | None, currency: str) -> str:
 
 
 register.filter("code_spans", code_spans)  # the problem pages' rendering (edge/problems.py)
+
+# After a path's "/", a dotted name's "." (not the one before a file's extension) and
+# an identifier's "_": where a name may break in a narrow column, and nowhere else.
+_NAME_BREAK = re.compile(r"(?<=[/_])|(?<=\.)(?![A-Za-z0-9]+$)")
+
+
+@register.filter
+def breakable(name: str) -> SafeString:
+    """A path or identifier that wraps only at its separators: <wbr> after each one.
+
+    A copy of the text is the name as it is (``<wbr>`` adds no character).
+    """
+    parts = _NAME_BREAK.split(str(name))
+    return mark_safe("<wbr>".join(escape(part) for part in parts))  # noqa: S308 - escaped
 
 
 @register.filter
