@@ -31,9 +31,13 @@ class StoryStep:
 
 @dataclass(frozen=True)
 class TallyRow:
+    """One line of the books: how many (or, with a currency, how much) against what
+    the story expects. An amount is in minor units, shown as money."""
+
     what: str
     count: int
     expected: int
+    currency: str = ""
 
     @property
     def ok(self) -> bool:

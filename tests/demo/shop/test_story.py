@@ -10,6 +10,7 @@ from demo.shop.answers import Answer
 from demo.shop.story import StoryReport, StoryUnavailable, story_run
 from demo.shop.story.observe import Settler
 from demo.shop.story.report import TallyRow
+from edge.money import money
 from orders.models import Order, Shipment
 from payments.errors import PaymentOutcomeUnknown
 from payments.models import LedgerEntry, Payment
@@ -64,7 +65,7 @@ def test_the_founding_scenario_changes_the_world_once(
         ("late captures booked as orphaned", 1, 1),
         ("orphaned captures refunded in full", 1, 1),
         ("successful charges at the provider", 2, 2),
-        ("provider: charged - refunded (minor units)", order.amount, order.amount),
+        ("provider: charged - refunded", order.amount, order.amount),
     ]
     assert LedgerEntry.objects.filter(order=order).count() == 1
     assert Shipment.objects.filter(order=order).count() == 1
@@ -117,6 +118,9 @@ def test_a_late_success_after_the_customer_gave_up_is_told_as_it_happened_and_re
         ("reconciler", "refund SUCCEEDED"),
     ]
     assert [step.at_s for step in late] == sorted(step.at_s for step in late)
+    # The provider's capture is told in major units, with its currency (never "2500 CNY").
+    capture = next(step for step in late if step.result.startswith("SUCCESS"))
+    assert capture.result == f"SUCCESS {attempt.trade_no}, {money(attempt.amount, 'CNY')}"
     booked = _step(report, "asks the provider about the attempt")
     assert f"automatic refund R{attempt.out_trade_no}-1 started" in booked.result
     # The beat's reconciler waits RECONCILE_AFTER_S; the story said it ran the step.
@@ -195,6 +199,11 @@ def test_the_command_prints_each_step_and_the_books(
     assert "refund SUCCEEDED" in text
     assert "The audit (whole shop): clean" in text
     assert "One order, one debit, one shipment." in text
+    # The provider's net debit, as money: the order's amount, in major units.
+    paid = Order.objects.get(status="PAID")
+    net = re.search(r"^   provider: charged - refunded +(\S+ \S+) +(\S+ \S+)$", text, re.M)
+    assert net is not None, text
+    assert net.groups() == (money(paid.amount, paid.currency),) * 2
 
 
 def test_the_command_fails_with_a_clear_message_when_the_shop_is_down(operator):
@@ -238,6 +247,20 @@ def test_the_page_verdict_speaks_of_both_chapters_as_the_command_does(
 
     assert first in page
     assert second in page
+
+
+def test_the_story_page_shows_the_books_amounts_as_money(demo_mode, alice, web_for, monkeypatch):
+    report = StoryReport(
+        customer="story-test",
+        order_number="N1",
+        tally=[TallyRow("provider: charged - refunded", 2500, 2500, "CNY")],
+    )
+    monkeypatch.setattr("demo.shop.views.story.story_run", lambda **_: report)
+
+    page = web_for(alice).post("/story/").content.decode()
+
+    assert "<td>25.00 CNY</td><td>25.00 CNY</td>" in page
+    assert "<td>2500</td>" not in page
 
 
 def test_the_story_button_is_refused_outside_demo_mode(settings, alice, web_for):

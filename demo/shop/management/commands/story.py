@@ -15,6 +15,7 @@ from demo.shop.story import (
     StoryUnavailable,
     story_run,
 )
+from edge.money import money
 
 # Where the reconciler's steps for the orphaned capture log.
 QUIET_LOGGERS = ("payments", "reconcile")
@@ -94,9 +95,14 @@ class Command(BaseCommand):
     def print_books(self, report: StoryReport) -> None:
         out = self.stdout
         out.write(f"\nThe books for {report.customer} (order {report.order_number}):")
-        out.write(f"   {'what':52} {'counted':>8} {'expected':>9}")
+        out.write(f"   {'what':52} {'counted':>12} {'expected':>12}")
         for row in report.tally:
-            line = f"   {row.what:52} {row.count:>8} {row.expected:>9}"
+            counted, expected = (
+                (money(row.count, row.currency), money(row.expected, row.currency))
+                if row.currency
+                else (row.count, row.expected)
+            )
+            line = f"   {row.what:52} {counted:>12} {expected:>12}"
             out.write(self.style.SUCCESS(line) if row.ok else self.style.ERROR(line))
         if report.audit is not None:
             verdict = "clean" if report.audit.ok else f"{len(report.audit.findings)} problem(s)"
