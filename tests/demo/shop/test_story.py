@@ -5,6 +5,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import Client
 
 from demo.shop.answers import Answer
 from demo.shop.story import StoryReport, StoryUnavailable, story_run
@@ -280,3 +281,25 @@ def test_the_story_scripts_the_provider_the_shop_pays_through_not_the_shop(
 
     with pytest.raises(StoryUnavailable, match=r"127\.0\.0\.1:9/sandbox is not reachable"):
         story_run(base_url=live_server.url, gateway_delay_s=GATEWAY_DELAY_S, wait_s=WAIT_S)
+
+
+def test_a_visitor_sees_the_story_and_a_login_that_brings_them_back_to_it(demo_mode):
+    home = Client().get("/").content.decode()
+
+    assert 'id="story"' in home
+    assert "The guided story" in home
+    assert 'href="/login/?next=/%23story"' in home
+    assert 'action="/story/"' not in home  # the button itself is for those who may run it
+
+
+def test_a_customer_who_may_not_run_the_story_is_told_who_may(demo_mode, web):
+    home = web.get("/").content.decode()
+
+    assert "The story runs for staff and the demo users (alice, bob, staff)" in home
+    assert 'action="/story/"' not in home
+
+
+def test_outside_demo_mode_the_home_page_has_no_story(settings):
+    settings.DEMO_MODE = False
+
+    assert 'id="story"' not in Client().get("/").content.decode()
