@@ -12,6 +12,10 @@ class StoryUnavailable(Exception):
     """The story cannot run (shop unreachable, not seeded, ...); the message says why."""
 
 
+class StoryRunning(StoryUnavailable):
+    """Another story is running: one at a time, since each scripts the provider's faults."""
+
+
 @dataclass(frozen=True)
 class StoryStep:
     actor: str

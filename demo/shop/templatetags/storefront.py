@@ -93,5 +93,10 @@ def script_messages() -> SafeString:
         "no_answer": gettext(
             "%(title)s: no answer (network). Retrying with the same key in %(seconds)s s."
         ),
+        "story_running": gettext(
+            "The story is running: %(seconds)s s of about %(about)s s. Its steps show here "
+            "when it ends."
+        ),
+        "story_button": gettext("Running…"),
     }
     return json_script(messages, "script-messages")

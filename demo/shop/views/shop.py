@@ -15,6 +15,7 @@ from demo.shop.errors import CheckoutTokenInvalid, CheckoutUnavailable
 from demo.shop.forms import CheckoutForm
 from demo.shop.selectors import catalogue, my_order
 from demo.shop.services import checkout_submit, checkout_token_issue
+from demo.shop.story import ABOUT_S as STORY_ABOUT_S
 from demo.shop.views.orders import _wants_json, order_answer_record, render_order
 from edge.errors import problem_response
 
@@ -59,6 +60,7 @@ def _render_home(
         # The story's card shows in demo mode to everyone; who may run it, runs it.
         "demo_mode": settings.DEMO_MODE,
         "demo_users": ", ".join(sorted(DEMO_USERNAMES)),
+        "story_about_s": STORY_ABOUT_S,
     }
     response = render(request, "storefront/home.html", context)
     if unavailable is not None:

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from demo.shop.story import (
+    ABOUT_S,
     BACKGROUND_WAIT_S,
     GATEWAY_DELAY_S,
     StoryReport,
@@ -41,7 +42,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         shop = options["base_url"] or settings.SHOP_BASE_URL
-        self.stdout.write(f"Running the story against {shop} (about 20 s):")
+        self.stdout.write(f"Running the story against {shop} (about {ABOUT_S} s):")
         started = time.monotonic()
 
         def progress(part: str) -> None:
