@@ -24,12 +24,8 @@ The parts, each small enough to read on its own:
 - ``narrate``: tells all of it in time order, with who settled the payment.
 
 ``story_run`` returns a ``StoryReport``, so ``manage.py story``, the home page's
-button and the tests share one implementation. One story runs at a time, whoever
-starts it (a second click, two browsers, the button beside ``make story``): each
-scripts the provider's next charges, so two side by side would trip over each
-other's faults. The single-runner lock (``reconcile/locks.py``, Redis ``SET NX
-PX``) decides, across the web server's processes; the one that does not get it
-raises ``StoryRunning`` before it has done anything.
+button and the tests share one implementation. One story runs at a time
+(``one_at_a_time``).
 """
 
 from __future__ import annotations
@@ -37,21 +33,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.utils.translation import gettext, gettext_noop
 
 from demo.shop.story.late_observe import late_observe
 from demo.shop.story.late_success import late_success_run
 from demo.shop.story.narrate import story_narrate
 from demo.shop.story.observe import story_books, story_observe
+from demo.shop.story.one_at_a_time import ABOUT_S, STORY_LOCK, one_at_a_time
 from demo.shop.story.report import StoryReport, StoryRunning, StoryStep, StoryUnavailable, TallyRow
 from demo.shop.story.scenario import BACKGROUND_WAIT_S, GATEWAY_DELAY_S, scenario_run
 from demo.shop.story.scene import Scene
-from reconcile.locks import single_runner
 
 __all__ = [
     "ABOUT_S",
     "BACKGROUND_WAIT_S",
     "GATEWAY_DELAY_S",
+    "STORY_LOCK",
     "StoryReport",
     "StoryRunning",
     "StoryStep",
@@ -61,22 +57,7 @@ __all__ = [
 ]
 
 
-# What the pages and the command tell a reader to expect: a story takes 12-13 s
-# against `make demo` on a 2-core machine (its own waits are most of it: the
-# provider answering late, the gateway's 3 s, the late capture's 2 s).
-ABOUT_S = 15
-STORY_LOCK = "story"
-# Longer than any story runs (a few waits, each capped by wait_s: 30 s at most by
-# default), short enough that a story whose process died frees the next one within
-# minutes.
-STORY_LOCK_TTL_S = 180.0
-ALREADY_RUNNING = gettext_noop(
-    "A story is already running (started by the home page's button or by make story): one "
-    "runs at a time, because each scripts the provider's next charges. It shows its result "
-    "where it was started; run it again once it has ended."
-)
-
-
+@one_at_a_time
 def story_run(
     *,
     base_url: str | None = None,
@@ -93,28 +74,6 @@ def story_run(
     takes seconds, and a silent terminal reads as a hung one). Raises StoryRunning,
     having done nothing, while another story runs.
     """
-    with single_runner(name=STORY_LOCK, ttl_s=STORY_LOCK_TTL_S) as mine:
-        if not mine:
-            raise StoryRunning(gettext(ALREADY_RUNNING))
-        return _story(
-            base_url=base_url,
-            provider_url=provider_url,
-            operator=operator,
-            gateway_delay_s=gateway_delay_s,
-            wait_s=wait_s,
-            progress=progress,
-        )
-
-
-def _story(
-    *,
-    base_url: str | None,
-    provider_url: str | None,
-    operator: str,
-    gateway_delay_s: float,
-    wait_s: float,
-    progress: Callable[[str], None],
-) -> StoryReport:
     scene = Scene(
         base_url=(base_url or settings.SHOP_BASE_URL).rstrip("/"),
         provider_url=(provider_url or settings.PROVIDER_BASE_URL).rstrip("/"),

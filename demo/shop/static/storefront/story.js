@@ -1,7 +1,7 @@
 // The story's button: one form post that takes seconds. While it runs the button is
 // disabled and the line under it counts the seconds, so nothing invites a second
 // click. The server refuses a second story whatever a page does (409, see
-// demo/shop/story/__init__.py); this is for the reader, not a defence.
+// demo/shop/story/one_at_a_time.py); this is for the reader, not a defence.
 (function () {
   "use strict";
 
