@@ -32,7 +32,8 @@ HISTORY = [
         r"\b(?:previously|formerly|hitherto)\b",
         r"\bnot (?:measured|re-measured|built|done) yet\b",
         r"\bsince then\b",
-        r"\b(?:an |the )?earlier (?:run|runs|version|figures|code|columns|state)\b",
+        # "an earlier run gave …", not "after any earlier run" (what a command copes with).
+        r"\b(?:an|the) earlier (?:run|runs|version|figures|code|columns|state)\b",
         r"^\W*(?:#+\s*)?\**(?:before|now|after)\**\s*:",
         r"\bnow\b",
         # 现在 ("now"), not 出现在 ("appears in").
@@ -117,6 +118,7 @@ def test_the_phrases_of_a_work_log_are_found_and_their_legitimate_uses_are_not(t
         "### Before: one settlement per attempt\n"
         "**Now:** a batch.\n"
         "After the fixes above, the run was clean. It is now 503.\n"
+        "An earlier run gave 16.4; it starts after any earlier run.\n"
         "Not measured yet: a crash.\n"
         "修复后又跑了一次。现在检查允许 3 秒。\n"
         "A charge declined now succeeds later; the order can no longer take it.\n"
@@ -133,6 +135,7 @@ def test_the_phrases_of_a_work_log_are_found_and_their_legitimate_uses_are_not(t
         "'**Now:'",
         "'After the fixes'",
         "'now'",
+        "'An earlier run'",
         "'Not measured yet'",
         "'修复后'",
         "'现在'",
