@@ -17,5 +17,6 @@ class ProviderNotificationAdmin(ReadOnlyAdmin):
         "received_at",
     )
     list_filter = ("outcome", "trade_status", "provider", "response_status")
+    money_fields = {"amount": "currency"}
     search_fields = ("notify_id", "trade_no", "out_trade_no")
     changed_through = "Notifications are written by the provider's callbacks only."

@@ -22,13 +22,14 @@ The same holds for a refund whose attempt is still unsettled and young.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_noop as _
 
+from edge.money import money
 from orders.models import Order
 from payments.models import (
     CAPTURE_KINDS,
@@ -93,8 +94,9 @@ def _payer(ctx: AuditContext, provider: KeepsWallets, *, payer: str) -> list[Fin
     listed_total = sum(charge.amount or 0 for charge in successes)
     if statement and statement.charged_total != listed_total:
         message = (
-            f"the provider's charged_total for {payer!r} is {statement.charged_total}, "
-            f"its successful charges add up to {listed_total}"
+            f"the provider's charged_total for {payer!r} is "
+            f"{_wallet_total(statement.charged_total, successes)}, its successful charges "
+            f"add up to {_wallet_total(listed_total, successes)}"
         )
         findings.append(Finding(WALLET_MATCHES_ORDERS, message, {"payer": payer}))
 
@@ -111,8 +113,9 @@ def _payer(ctx: AuditContext, provider: KeepsWallets, *, payer: str) -> list[Fin
     ]
     if statement and statement.refunded_total != sum(r.amount or 0 for r in refunds):
         message = (
-            f"the provider's refunded_total for {payer!r} is {statement.refunded_total}, "
-            f"its successful refunds add up to {sum(r.amount or 0 for r in refunds)}"
+            f"the provider's refunded_total for {payer!r} is "
+            f"{_wallet_total(statement.refunded_total, refunds)}, its successful refunds add "
+            f"up to {_wallet_total(sum(r.amount or 0 for r in refunds), refunds)}"
         )
         findings.append(Finding(WALLET_MATCHES_ORDERS, message, {"payer": payer}))
     young = set(
@@ -156,6 +159,15 @@ def _payer(ctx: AuditContext, provider: KeepsWallets, *, payer: str) -> list[Fin
     return findings
 
 
+def _wallet_total(amount: int, moves: Sequence[ChargeResult | RefundResult]) -> str:
+    """A wallet's total as money when its moves share one currency; the sandbox adds
+    every currency into one number, which then has no unit but the minor one."""
+    currencies = sorted({move.currency for move in moves if move.currency})
+    if len(currencies) == 1:
+        return money(amount, currencies[0])
+    return f"{amount} (minor units of {', '.join(currencies) or 'no currency'})"
+
+
 def _in_flight(payment: Payment | None, *, since: datetime) -> bool:
     """Our attempt is unsettled and young: a request may be settling it right now."""
     return (
@@ -183,13 +195,18 @@ def _totals_per_currency(
     return [
         Finding(
             WALLET_MATCHES_ORDERS,
-            f"{payer!r} is debited {provider_net[currency]} {currency} net at the provider "
-            f"(charged - refunded); our ledger says {ledger_net[currency]}",
+            f"{payer!r} is debited {money(provider_net[currency], _known(currency))} net at "
+            f"the provider (charged - refunded); our ledger says "
+            f"{money(ledger_net[currency], _known(currency))}",
             {"payer": payer, "currency": currency},
         )
         for currency in sorted(set(provider_net) | set(ledger_net))
         if provider_net[currency] != ledger_net[currency]
     ]
+
+
+def _known(currency: str) -> str | None:
+    return None if currency == "?" else currency
 
 
 def _charge_is_booked(charge: ChargeResult, payment: Payment | None) -> bool:
@@ -215,7 +232,7 @@ def _stray_charge(*, payer: str, charge: ChargeResult, payment: Payment | None) 
     state = f"our attempt is {payment.status}" if payment else "we hold no such attempt"
     return Finding(
         CHARGE_HAS_PAID_ORDER,
-        f"the provider charged {payer!r} {charge.amount} {charge.currency} for "
+        f"the provider charged {payer!r} {money(charge.amount, charge.currency)} for "
         f"{charge.out_trade_no} "
         f"({charge.trade_no}), but {state}",
         {

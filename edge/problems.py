@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils.html import escape
+from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 from django.views import defaults
@@ -103,9 +103,13 @@ def code_spans(text: str) -> SafeString:
     """Text written for both the README and a page: its `code` spans as <code>.
 
     Escaped first, so only the spans become markup (the README shows the same
-    sentence as Markdown, where the backticks are the markup).
+    sentence as Markdown, where the backticks are the markup). Text that is
+    escaped already (safe: what ``{% translate x as name %}`` hands a template)
+    is taken as it is: escaped twice, an apostrophe would reach the reader as
+    ``&#x27;``.
     """
-    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escape(text)))  # noqa: S308 - escaped
+    escaped = conditional_escape(text)
+    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escaped))  # noqa: S308 - escaped
 
 
 def _api_or_page(

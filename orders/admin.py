@@ -3,14 +3,15 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from edge.admin import ReadOnlyAdmin, ReadOnlyInline
+from edge.admin import MoneyColumns, ReadOnlyAdmin, ReadOnlyInline
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from orders.services import product_create
 
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(MoneyColumns, admin.ModelAdmin):
     list_display = ("sku", "name", "price", "currency", "stock")
+    money_fields = {"price": "currency"}
     search_fields = ("sku", "name")
     # Stock moves only through services (conditional updates + movements); a product
     # added here starts with none, and its restock is a movement too.
@@ -28,6 +29,7 @@ class ProductAdmin(admin.ModelAdmin):
 
 class OrderLineInline(ReadOnlyInline):
     model = OrderLine
+    money_fields = {"unit_price": "order.currency"}
 
 
 @admin.register(Order)
@@ -43,6 +45,7 @@ class OrderAdmin(ReadOnlyAdmin):
         "paid_at",
     )
     list_filter = ("status", "currency")
+    money_fields = {"amount": "currency", "refunded_amount": "currency"}
     search_fields = ("number", "user__username", "idempotency_key")
     readonly_fields = ("allowed_transitions",)
     inlines = [OrderLineInline]

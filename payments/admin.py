@@ -18,6 +18,7 @@ class PaymentAdmin(ReadOnlyAdmin):
         "settled_at",
     )
     list_filter = ("status", "currency")
+    money_fields = {"amount": "currency"}
     search_fields = ("out_trade_no", "trade_no", "order__number", "payer")
     changed_through = (
         "A payment moves only through payment_settle (conditional updates): the pay "
@@ -40,6 +41,7 @@ class RefundAdmin(ReadOnlyAdmin):
         "settled_at",
     )
     list_filter = ("status", "currency")
+    money_fields = {"amount": "currency"}
     search_fields = ("refund_no", "refund_id", "order__number", "payment__out_trade_no")
     changed_through = (
         "A refund is made by POST /api/v1/orders/{number}/refunds/ (the order page's Refund "
@@ -61,6 +63,7 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
         "created_at",
     )
     list_filter = ("kind", "currency")
+    money_fields = {"amount": "currency"}
     search_fields = ("trade_no", "refund_id", "order__number")
     changed_through = (
         "A ledger entry is written once, with the settle that moved the money: a capture "

@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
+from edge.admin import MoneyColumns
 from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseActionKind, CaseState
 from reconcile.desk.selectors import case_actions
@@ -17,7 +18,7 @@ from reconcile.models import StatementDiscrepancy, StatementImport, StatementLin
 from reconcile.statements.discrepancies import discrepancy_resolve
 
 
-class _ReadOnly(admin.ModelAdmin):
+class _ReadOnly(MoneyColumns, admin.ModelAdmin):
     """Written by the importer only; kept for the record (no add, no delete)."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -47,12 +48,14 @@ class StatementLineAdmin(_ReadOnly):
         "settled_at",
     )
     list_filter = ("outcome", "kind", "currency")
+    money_fields = {"amount": "currency"}
     search_fields = ("provider_id", "reference")
 
 
 @admin.register(StrayCapture)
 class StrayCaptureAdmin(_ReadOnly):
     list_display = ("trade_no", "out_trade_no", "amount", "currency", "refund_status", "refund_id")
+    money_fields = {"amount": "currency"}
     list_filter = ("refund_status",)
 
 

@@ -20,6 +20,7 @@ from django.urls import reverse
 from callbacks.models import ProviderNotification
 from demo.sandbox.delivery import notification_deliver
 from demo.sandbox.models import Charge, Fault, IdempotencyRecord, Notification, Refund, Wallet
+from edge.money import money
 from idempotency.models import IdempotencyKey
 from orders.models import InventoryMovement, Order, Product, Shipment
 from orders.services import shipment_create
@@ -148,3 +149,41 @@ def test_a_product_with_a_bad_currency_is_a_form_error_not_a_500(staff_web):
 
     assert answer.status_code == 200
     assert not Product.objects.filter(sku="NEW-2").exists()
+
+
+def test_amounts_read_in_major_units_with_their_currency(staff_web, every_row):
+    # Given a paid order, partly refunded: its rows at the shop and the provider
+    every_row.refresh_from_db()
+    payment = Payment.objects.get(order=every_row)
+    refund = ShopRefund.objects.get(order=every_row)
+    rows: list[tuple[Any, str]] = [
+        (every_row, "amount"),
+        (every_row, "refunded_amount"),
+        (Product.objects.get(pk=every_row.lines.get().product_id), "price"),
+        (payment, "amount"),
+        (refund, "amount"),
+        (LedgerEntry.objects.get(payment=payment, kind=LedgerKind.CAPTURE), "amount"),
+        (ProviderNotification.objects.filter(out_trade_no=payment.out_trade_no)[0], "amount"),
+        (Charge.objects.get(out_trade_no=payment.out_trade_no), "amount"),
+        (Refund.objects.get(out_refund_no=refund.refund_no), "amount"),
+    ]
+
+    for row, field in rows:
+        raw = getattr(row, field)
+        shown = money(raw, row.currency)
+        model = type(row)
+        # When staff open the list and the row
+        changelist = staff_web.get(_url(model, "changelist")).content.decode()
+        change = staff_web.get(_url(model, "change", row.pk)).content.decode()
+
+        # Then the amount reads as money, and nowhere as the bare minor units
+        where = f"{model.__name__}.{field}"
+        assert f'<td class="field-{field}">{shown}</td>' in changelist, where
+        assert f'<td class="field-{field}">{raw}</td>' not in changelist, where
+        assert f'<div class="readonly">{shown}</div>' in change or model is Product, where
+        assert f'<div class="readonly">{raw}</div>' not in change, where
+    # The order's lines, inline on its page: their unit price too.
+    line = every_row.lines.get()
+    page = staff_web.get(_url(Order, "change", every_row.pk)).content.decode()
+    assert money(line.unit_price, every_row.currency) in page
+    assert f"<p>{line.unit_price}</p>" not in page

@@ -7,10 +7,11 @@ import pytest
 from django.contrib.staticfiles import finders
 from django.templatetags.static import static
 from django.test import Client
+from django.utils.html import escape
 
 from edge.errors import ApplicationError
 from edge.problem_meanings import MEANINGS
-from edge.problems import _subclasses, problem_types
+from edge.problems import _subclasses, code_spans, problem_types
 from payments.errors import OrderNotPayable
 from tests.conftest import DEMO_PRESENT
 
@@ -96,3 +97,14 @@ def test_a_problem_page_says_what_the_code_means_in_the_readers_language(languag
     page = Client(headers={"accept-language": language}).get("/problems/bad-request")
 
     assert meaning in page.content.decode()
+
+
+def test_code_spans_keeps_text_that_is_already_escaped_as_it_is():
+    # {% translate x as name %} hands a filter the escaped, safe string: escaping it
+    # again would show "&#x27;" to the reader.
+    once = escape("the key's record, `WHERE status = 'UNPAID'`")
+
+    assert code_spans(once) == (
+        "the key&#x27;s record, <code>WHERE status = &#x27;UNPAID&#x27;</code>"
+    )
+    assert code_spans("<b>`x`</b>") == "&lt;b&gt;<code>x</code>&lt;/b&gt;"

@@ -32,6 +32,7 @@ class ChargeAdmin(ProviderAdmin):
         "created_at",
     )
     list_filter = ("status", "currency")
+    money_fields = {"amount": "currency", "refunded_total": "currency"}
     search_fields = ("trade_no", "out_trade_no", "wallet__payer")
 
 
@@ -48,6 +49,7 @@ class RefundAdmin(ProviderAdmin):
         "created_at",
     )
     list_filter = ("status", "currency")
+    money_fields = {"amount": "currency"}
     search_fields = ("refund_id", "out_refund_no", "charge__out_trade_no", "charge__wallet__payer")
 
 

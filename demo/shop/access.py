@@ -1,6 +1,8 @@
 """Who may see what: the demo-only pages and the staff-only chaos action.
 
-Refusals are pages that say why in words (403), never a bare error. The rules:
+Refusals are pages that say why in words (403), never a bare error; to a visitor
+who is not logged in, where a login would let them in, the page links to the
+login, which brings them back. The rules:
 
 - Chaos panel and the story button: only with ``DEMO_MODE`` on, and only for
   staff or the seeded demo users. A real deployment never shows them.
@@ -16,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.translation import gettext
 
 from demo.shop.management.commands.seed_demo import DEMO_USERS
@@ -52,8 +56,25 @@ def user_id(request: HttpRequest) -> int:
     return pk
 
 
-def refused(request: HttpRequest, reason: str) -> HttpResponse:
-    return render(request, "storefront/refused.html", {"reason": reason}, status=403)
+def refused(request: HttpRequest, reason: str, *, login_helps: bool = True) -> HttpResponse:
+    """403, saying why; a visitor who is not logged in also gets a login link, with
+    ``next`` back here, unless no login would let anyone in (``login_helps``)."""
+    context = {"reason": reason, "login_next": None}
+    if login_helps and not request.user.is_authenticated:
+        context["login_next"] = _back_here(request)
+    return render(request, "storefront/refused.html", context, status=403)
+
+
+def _back_here(request: HttpRequest) -> str:
+    """Where the login brings the visitor back: this page, or for a form that was
+    posted, the page that posted it (the form's URL answers a GET with a redirect).
+    The login checks ``next`` again: only a path of this site is followed."""
+    if request.method == "GET":
+        return request.get_full_path()
+    referer = urlsplit(request.headers.get("referer", ""))
+    if referer.netloc == request.get_host() and referer.path.startswith("/"):
+        return referer._replace(scheme="", netloc="").geturl()
+    return reverse("storefront:home")
 
 
 def chaos_required(view: ViewFunc) -> ViewFunc:
@@ -68,6 +89,7 @@ def chaos_required(view: ViewFunc) -> ViewFunc:
                     "The chaos panel exists only in demo mode (DEMO_MODE=true, as `make demo` "
                     "sets it). A real deployment never lets a visitor script failures."
                 ),
+                login_helps=False,
             )
         if not may_use_chaos(request.user):
             return refused(

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_noop as _
 
-from reconcile.audit.run import CHECKS
+from payments.providers import get_provider
+from reconcile.audit.run import audit_checks as run_checks
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,12 @@ CONCEPTS = (
 
 
 def audit_checks() -> list[tuple[str, str]]:
-    """Each of the audit's checks and the function that runs it."""
-    return [(title, f"{check.__module__}.{check.__name__}") for title, check in CHECKS]
+    """Each check the audit runs here and the function that runs it: the list a run
+    uses, the deployment's plug-ins for the configured provider included."""
+    return [
+        (title, f"{check.__module__}.{check.__name__}")
+        for title, check in run_checks(get_provider())
+    ]
 
 
 def concepts_markdown() -> str:

@@ -19,8 +19,16 @@ from django_fsm import ANY_OTHER_STATE, ANY_STATE
 from orders.models import Order
 
 BOX_W, BOX_H = 150, 48
-COL_GAP, ROW_GAP = 130, 36
+ROW_GAP = 36
 MARGIN = 24
+# A transition's label sits beside the arrow's last stretch, ending before the
+# arrowhead: the gap between columns is as wide as the longest label needs. The
+# labels are 13 px monospace (site.css), whose characters are 0.6 em wide; 8 px
+# keeps a wider fallback font inside the gap too.
+LABEL_CHAR_W = 8
+ARROWHEAD = 12  # the marker's 8 units x the edge's 1.5 px stroke
+LABEL_PAD = 8  # between a label and the arrowhead, and the source box
+MIN_COL_GAP = 130
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,9 @@ def order_state_machine(model: type[Order] = Order) -> StateMachine:
     for state in states:  # unreachable states still get a place, in a last column
         depth.setdefault(state, last + 1)
 
+    col_gap = max(
+        [MIN_COL_GAP] + [_label_width(name) + ARROWHEAD + 2 * LABEL_PAD for _s, name, _t in edges]
+    )
     rows: dict[int, int] = {}
     boxes: dict[str, Box] = {}
     sources = {source for source, _name, _target in edges}
@@ -121,16 +132,20 @@ def order_state_machine(model: type[Order] = Order) -> StateMachine:
         rows[column] = row + 1
         boxes[state] = Box(
             state=state,
-            x=MARGIN + column * (BOX_W + COL_GAP),
+            x=MARGIN + column * (BOX_W + col_gap),
             y=MARGIN + row * (BOX_H + ROW_GAP),
             initial=state == initial,
             final=state not in sources,
         )
 
     arrows = [_arrow(boxes[s], boxes[t], name) for s, name, t in edges]
-    width = MARGIN * 2 + (max(depth.values()) + 1) * (BOX_W + COL_GAP) - COL_GAP
+    width = MARGIN * 2 + (max(depth.values()) + 1) * (BOX_W + col_gap) - col_gap
     height = MARGIN * 2 + max(rows.values()) * (BOX_H + ROW_GAP) - ROW_GAP
     return StateMachine(boxes=list(boxes.values()), arrows=arrows, width=width, height=height)
+
+
+def _label_width(name: str) -> int:
+    return len(f"{name}()") * LABEL_CHAR_W
 
 
 def _arrow(source: Box, target: Box, name: str) -> Arrow:
@@ -145,7 +160,11 @@ def _arrow(source: Box, target: Box, name: str) -> Arrow:
     # A gentle S-curve: horizontal at both ends, so arrows to stacked targets fan out.
     mid = (x1 + x2) / 2
     path = f"M {x1} {y1} C {mid} {y1}, {mid} {y2}, {x2} {y2}"
-    # The label sits above the arrow's last, horizontal stretch, just before the
-    # target: arrows from one state to stacked targets keep their labels apart.
-    label_x = x2 - 44 if forward else x2 + 44
-    return Arrow(source.state, target.state, name, path, label_x, y2 - 8)
+    # The label is centred on the arrow's last, horizontal stretch, short of the
+    # arrowhead, so arrows from one state to stacked targets keep their labels
+    # apart. It sits on the side the curve does not come from: above an arrow that
+    # runs level or climbs, below one that comes down (the curve is above it there).
+    span = _label_width(name) / 2 + LABEL_PAD + ARROWHEAD
+    label_x = x2 - span if forward else x2 + span
+    label_y = y2 + 18 if y2 > y1 else y2 - 8
+    return Arrow(source.state, target.state, name, path, label_x, label_y)

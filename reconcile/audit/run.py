@@ -45,7 +45,7 @@ from reconcile.audit.checks import (
 from reconcile.audit.findings import AuditReport, Finding, SummaryRow
 from reconcile.desk.selectors import subjects_held
 
-__all__ = ["AuditReport", "Finding", "SummaryRow", "audit_run"]
+__all__ = ["AuditReport", "Finding", "SummaryRow", "audit_checks", "audit_run"]
 
 # Every check, in the order the summary lists them. Titles are marked for the demo
 # pages, which show them translated; the audit itself prints them as written.
@@ -68,6 +68,15 @@ CHECKS: list[tuple[str, Callable[[AuditContext], Checked]]] = [
 ]
 
 
+def audit_checks(
+    provider: PaymentProvider,
+) -> list[tuple[str, Callable[[AuditContext], Checked]]]:
+    """Every check a run makes, in order: the shop's own (``CHECKS``), then what the
+    deployment plugs in for this provider (``AUDIT_PLUGINS``: the demo's wallet check)."""
+    plugged = [pair for path in settings.AUDIT_PLUGINS for pair in import_string(path)(provider)]
+    return CHECKS + plugged
+
+
 def audit_run(*, provider: PaymentProvider | None = None) -> AuditReport:
     """Check every invariant (read-only). The provider defaults to the configured one."""
     ctx = AuditContext(now=timezone.now(), provider=provider or get_provider())
@@ -75,11 +84,7 @@ def audit_run(*, provider: PaymentProvider | None = None) -> AuditReport:
     findings: list[Finding] = []
     waiting: list[Finding] = []
     summary: list[SummaryRow] = []
-    # Then what the deployment plugs in (AUDIT_PLUGINS: the demo's wallet check).
-    plugged = [
-        pair for path in settings.AUDIT_PLUGINS for pair in import_string(path)(ctx.provider)
-    ]
-    for title, check in CHECKS + plugged:
+    for title, check in audit_checks(ctx.provider):
         checked, found = check(ctx)
         held_here = [f for f in found if _held(f, held)]
         findings += [f for f in found if not _held(f, held)]

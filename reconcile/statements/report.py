@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils.translation import gettext_noop
 
+from edge.money import major_units
 from payments.models import CAPTURE_KINDS, LedgerEntry
 from payments.providers import get_provider
 from reconcile.models import (
@@ -126,8 +127,9 @@ def report_lines(report: StatementReport) -> list[str]:
         f"{'matched':>9}{'unmatched':>11}{'unmatched sum':>15}",
     ]
     lines += [
-        f"{r.side:<9}{r.kind:<26}{r.currency:<5}{r.count:>8}{r.total:>14}"
-        f"{r.matched:>9}{r.unmatched:>11}{r.unmatched_total:>15}"
+        f"{r.side:<9}{r.kind:<26}{r.currency:<5}{r.count:>8}"
+        f"{major_units(r.total, r.currency):>14}{r.matched:>9}{r.unmatched:>11}"
+        f"{major_units(r.unmatched_total, r.currency):>15}"
         for r in report.rows
     ]
     lines.append(f"open discrepancies of the day: {report.open_discrepancies}")

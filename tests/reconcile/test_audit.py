@@ -7,6 +7,7 @@ as a bug, a manual fix or a misbehaving provider would leave them.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from django.utils import timezone
 
 from demo import wallet_audit as wallets
 from demo.sandbox.models import Charge, Wallet
+from edge.money import money
 from idempotency.models import IdempotencyKey
 from orders.models import Order, Product, Shipment
 from orders.services import LineRequest, order_create
@@ -351,3 +353,36 @@ def test_unsettled_and_unfinished_work_in_flight_is_not_a_finding(pay, fault, or
     assert not findings_of(report, captures.PAYMENT_SETTLED)
     assert not findings_of(report, records.RECORD_NOT_STUCK)
     assert report.ok, report.findings
+
+
+def _ledger_lost_its_capture(w: World) -> dict[str, object]:
+    LedgerEntry.objects.filter(order=w.paid).delete()
+    return {"payer": w.paid.user.username}
+
+
+# Each plant's findings speak of amounts: of the order, and of what is off.
+AMOUNTS_TOLD: dict[str, Callable[[World], dict[str, object]]] = {
+    "capture of another amount": _capture_of_another_amount,
+    "ledger lost its capture": _ledger_lost_its_capture,
+    "wallet total off the PAID orders": _wallet_total_off,
+}
+# An amount and its currency, as a finding writes it.
+AMOUNT = re.compile(r"(-?\d[\d.,]*) ([A-Z]{3})\b")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("plant", AMOUNTS_TOLD.values(), ids=AMOUNTS_TOLD.keys())
+def test_findings_tell_amounts_in_major_units_with_their_currency(world, plant):
+    plant(world)
+    minor = world.paid.amount
+
+    messages = [finding.message for finding in audit_run().findings]
+
+    amounts = [amount for message in messages for amount in AMOUNT.findall(message)]
+    assert amounts, messages
+    assert money(minor, world.paid.currency) in " ".join(messages)
+    # Every amount as money: CNY with its two decimals; never the bare minor units.
+    assert [
+        (value, code) for value, code in amounts if not re.fullmatch(r"-?\d+\.\d\d", value)
+    ] == []
+    assert [m for m in messages if re.search(rf"(?<![\d.]){minor}(?![\d.])", m)] == []

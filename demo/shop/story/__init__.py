@@ -24,7 +24,8 @@ The parts, each small enough to read on its own:
 - ``narrate``: tells all of it in time order, with who settled the payment.
 
 ``story_run`` returns a ``StoryReport``, so ``manage.py story``, the home page's
-button and the tests share one implementation.
+button and the tests share one implementation. One story runs at a time
+(``one_at_a_time``).
 """
 
 from __future__ import annotations
@@ -37,14 +38,18 @@ from demo.shop.story.late_observe import late_observe
 from demo.shop.story.late_success import late_success_run
 from demo.shop.story.narrate import story_narrate
 from demo.shop.story.observe import story_books, story_observe
-from demo.shop.story.report import StoryReport, StoryStep, StoryUnavailable, TallyRow
+from demo.shop.story.one_at_a_time import ABOUT_S, STORY_LOCK, one_at_a_time
+from demo.shop.story.report import StoryReport, StoryRunning, StoryStep, StoryUnavailable, TallyRow
 from demo.shop.story.scenario import BACKGROUND_WAIT_S, GATEWAY_DELAY_S, scenario_run
 from demo.shop.story.scene import Scene, story_faults_path, story_runnable
 
 __all__ = [
+    "ABOUT_S",
     "BACKGROUND_WAIT_S",
     "GATEWAY_DELAY_S",
+    "STORY_LOCK",
     "StoryReport",
+    "StoryRunning",
     "StoryStep",
     "StoryUnavailable",
     "TallyRow",
@@ -53,6 +58,7 @@ __all__ = [
 ]
 
 
+@one_at_a_time
 def story_run(
     *,
     base_url: str | None = None,
@@ -66,7 +72,8 @@ def story_run(
 
     Both URLs default to the settings, which follow ``PORT`` like the demo does.
     ``progress`` is told each part as it starts (the command prints them: the story
-    takes seconds, and a silent terminal reads as a hung one).
+    takes seconds, and a silent terminal reads as a hung one). Raises StoryRunning,
+    having done nothing, while another story runs.
     """
     scene = Scene(
         base_url=(base_url or settings.SHOP_BASE_URL).rstrip("/"),

@@ -11,13 +11,14 @@ attempt, as ``make reconcile`` would once that minute is up, and says so.
 from __future__ import annotations
 
 from django.conf import settings
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import get_language, gettext, gettext_noop
 
 from callbacks.models import ProviderNotification
 from demo.shop.story.late_success import LATE_BY_S, LateAttempt
 from demo.shop.story.observe import story_provider, wait_for
 from demo.shop.story.report import TallyRow
 from demo.shop.story.scene import Role, Scene
+from edge.money import money
 from payments.models import LedgerEntry, Payment, PaymentStatus, Refund, RefundAttemptStatus
 from payments.providers import ChargeStatus, PaymentProvider, ProviderOutcomeUnknown
 from reconcile.recovery.notifications import notification_resolve
@@ -71,11 +72,16 @@ def _capture(scene: Scene, provider: PaymentProvider, late: LateAttempt) -> None
         "provider",
         gettext("captures the money after all: the payer confirmed late"),
         request=f"GET /sandbox/v1/charges/{late.out_trade_no} (the provider's own account)",
-        result=f"{account.status} {account.trade_no}, {account.amount} {account.currency}",
+        result=f"{account.status} {account.trade_no}, {_money(account.amount, account.currency)}",
         why=gettext("The decline was not final for the payer: the wallet is debited now, %(when)s.")
         % {"when": _against_the_cancel(scene, at_s)},
         at_s=at_s,
     )
+
+
+def _money(amount: int | None, currency: str | None) -> str:
+    """An amount in the reader's language, as the pages write it."""
+    return money(amount, currency, language=get_language() or "en")
 
 
 def _against_the_cancel(scene: Scene, at_s: float) -> str:

@@ -188,7 +188,7 @@ def story_books(scene: Scene, observed: Observed, *, later: list[TallyRow], char
         TallyRow(gettext("shipments"), Shipment.objects.filter(order=order).count(), 1),
         *later,
         TallyRow(gettext("successful charges at the provider"), len(captured), charges),
-        TallyRow(gettext("provider: charged - refunded (minor units)"), net, order.amount),
+        TallyRow(gettext("provider: charged - refunded"), net, order.amount, order.currency),
     ]
     try:
         observed.audit = audit_run(provider=provider)

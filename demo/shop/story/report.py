@@ -12,6 +12,10 @@ class StoryUnavailable(Exception):
     """The story cannot run (shop unreachable, not seeded, ...); the message says why."""
 
 
+class StoryRunning(StoryUnavailable):
+    """Another story is running: one at a time, since each scripts the provider's faults."""
+
+
 @dataclass(frozen=True)
 class StoryStep:
     actor: str
@@ -31,9 +35,13 @@ class StoryStep:
 
 @dataclass(frozen=True)
 class TallyRow:
+    """One line of the books: how many (or, with a currency, how much) against what
+    the story expects. An amount is in minor units, shown as money."""
+
     what: str
     count: int
     expected: int
+    currency: str = ""
 
     @property
     def ok(self) -> bool:

@@ -1,40 +1,43 @@
-"""Template filters of the pages: money in minor units, long keys shortened."""
+"""Template filters of the pages: amounts for people, names that break at their
+separators, long keys shortened."""
+
+import re
 
 from django import template
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.utils.html import json_script
-from django.utils.safestring import SafeString
+from django.utils.html import escape, json_script
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language, gettext
 
 from demo.shop import access
+from edge.money import money as format_money
 from edge.problems import code_spans
 
 register = template.Library()
 
-# ISO 4217 minor-unit exponents that are not 2; every other currency has cents.
-_EXPONENTS = {"JPY": 0, "KRW": 0, "VND": 0, "CLP": 0, "ISK": 0, "BHD": 3, "KWD": 3, "JOD": 3}
-# How a Chinese reader expects an amount: the symbol first (as CLDR writes them;
-# ¥ alone is the yuan), thousands grouped. English keeps the form the pages always
-# had, the amount then its ISO code ("19.99 CNY"), which no reader misreads. A
-# currency without a symbol here keeps its code in both languages.
-_CHINESE_SYMBOLS = {"CNY": "¥", "USD": "US$", "EUR": "€", "GBP": "£", "JPY": "JP¥", "HKD": "HK$"}
-
 
 @register.filter
 def money(amount: int | None, currency: str) -> str:
-    """1999, "CNY" -> "19.99 CNY" (English), "¥19.99" (Chinese). Never a float."""
-    if amount is None:
-        return "—"
-    exponent = _EXPONENTS.get(currency, 2)
-    major, minor = divmod(abs(amount), 10**exponent)
-    sign = "-" if amount < 0 else ""
-    symbol = _CHINESE_SYMBOLS.get(currency) if get_language() == "zh-hans" else None
-    grouped = f"{major:,}" if symbol else str(major)
-    number = grouped if exponent == 0 else f"{grouped}.{minor:0{exponent}d}"
-    return f"{sign}{symbol}{number}" if symbol else f"{sign}{number} {currency}"
+    """1999, "CNY" -> "19.99 CNY" (English), "¥19.99" (Chinese): edge.money, in the
+    page's language."""
+    return format_money(amount, currency, language=get_language() or "en")
 
 
 register.filter("code_spans", code_spans)  # the problem pages' rendering (edge/problems.py)
+
+# After a path's "/", a dotted name's "." (not the one before a file's extension) and
+# an identifier's "_": where a name may break in a narrow column, and nowhere else.
+_NAME_BREAK = re.compile(r"(?<=[/_])|(?<=\.)(?![A-Za-z0-9]+$)")
+
+
+@register.filter
+def breakable(name: str) -> SafeString:
+    """A path or identifier that wraps only at its separators: <wbr> after each one.
+
+    A copy of the text is the name as it is (``<wbr>`` adds no character).
+    """
+    parts = _NAME_BREAK.split(str(name))
+    return mark_safe("<wbr>".join(escape(part) for part in parts))  # noqa: S308 - escaped
 
 
 @register.filter
@@ -90,5 +93,10 @@ def script_messages() -> SafeString:
         "no_answer": gettext(
             "%(title)s: no answer (network). Retrying with the same key in %(seconds)s s."
         ),
+        "story_running": gettext(
+            "The story is running: %(seconds)s s of about %(about)s s. Its steps show here "
+            "when it ends."
+        ),
+        "story_button": gettext("Running…"),
     }
     return json_script(messages, "script-messages")

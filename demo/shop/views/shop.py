@@ -2,18 +2,20 @@
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET
 
-from demo.shop.access import may_use_chaos, user_id
+from demo.shop.access import DEMO_USERNAMES, may_use_chaos, user_id
 from demo.shop.answers import Answer
 from demo.shop.errors import CheckoutTokenInvalid, CheckoutUnavailable
 from demo.shop.forms import CheckoutForm
 from demo.shop.selectors import catalogue, my_order
 from demo.shop.services import checkout_submit, checkout_token_issue
+from demo.shop.story import ABOUT_S as STORY_ABOUT_S
 from demo.shop.views.orders import _wants_json, order_answer_record, render_order
 from edge.errors import problem_response
 
@@ -55,6 +57,10 @@ def _render_home(
         "answer": answer,
         "notice": notice,
         "may_use_chaos": may_use_chaos(request.user),
+        # The story's card shows in demo mode to everyone; who may run it, runs it.
+        "demo_mode": settings.DEMO_MODE,
+        "demo_users": ", ".join(sorted(DEMO_USERNAMES)),
+        "story_about_s": STORY_ABOUT_S,
     }
     response = render(request, "storefront/home.html", context)
     if unavailable is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db.models import BigIntegerField, ExpressionWrapper, F, OuterRef
 
+from edge.money import money
 from orders.models import Order, OrderLine
 from reconcile.audit.checks import AuditContext, Checked, sum_of
 from reconcile.audit.findings import Finding
@@ -28,8 +29,8 @@ def order_amounts(ctx: AuditContext) -> Checked:
     findings = [
         Finding(
             ORDER_AMOUNT_MATCHES_LINES,
-            f"order {o['number']} is for {o['amount']} {o['currency']}, its lines add up "
-            f"to {o['lines_total']}",
+            f"order {o['number']} is for {money(o['amount'], o['currency'])}, its lines add "
+            f"up to {money(o['lines_total'], o['currency'])}",
             {"order": o["pk"], "number": o["number"]},
         )
         for o in orders.exclude(amount=F("lines_total"))

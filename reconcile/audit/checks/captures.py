@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 
+from edge.money import money
 from orders.models import Order, Shipment
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
 from payments.selectors import payments_awaiting_customer
@@ -65,8 +66,13 @@ def paid_orders(ctx: AuditContext) -> Checked:
     findings += [
         Finding(
             PAID_ORDER_ONE_CAPTURE,
-            f"order {o['number']} is {o['status']} for {o['amount']} {o['currency']}, captured "
-            f"{o['capture_amount']} {o['capture_currency']}",
+            f"order {o['number']} is {o['status']} for {money(o['amount'], o['currency'])}, "
+            "captured "
+            + (
+                money(o["capture_amount"], o["capture_currency"])
+                if o["capture_pk"] is not None
+                else "nothing"
+            ),
             {"order": o["pk"], "number": o["number"], "ledger_entry": o["capture_pk"]},
         )
         for o in uncaptured.values(
@@ -115,9 +121,9 @@ def ledger(ctx: AuditContext) -> Checked:
     findings += [
         Finding(
             CAPTURE_MATCHES_PAYMENT,
-            f"capture {e['trade_no']} of {e['amount']} {e['currency']} does not match its "
-            f"payment ({e['payment__status']}, {e['payment__trade_no']}, "
-            f"{e['payment__amount']} {e['payment__currency']})",
+            f"capture {e['trade_no']} of {money(e['amount'], e['currency'])} does not match "
+            f"its payment ({e['payment__status']}, {e['payment__trade_no']}, "
+            f"{money(e['payment__amount'], e['payment__currency'])})",
             {"ledger_entry": e["pk"], "payment": e["payment_id"], "order": e["order_id"]},
         )
         for e in mismatched.values(

@@ -16,6 +16,7 @@ from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from callbacks.models import UNRESOLVED_OUTCOMES, ProviderNotification
+from edge.money import money
 from orders.models import Order
 from payments.models import UNSETTLED_REFUND_STATUSES, LedgerEntry, Payment, PaymentStatus, Refund
 from reconcile.audit.checks import AuditContext, Checked
@@ -45,24 +46,26 @@ def orders(ctx: AuditContext) -> Checked:
     findings = [
         Finding(
             REFUNDS_WITHIN_CAPTURE,
-            f"order {o['number']}: refunds booked {o['refunded']}, refunded_amount "
-            f"{o['refunded_amount']}, captured {o['captured']}",
+            f"order {o['number']}: refunds booked {money(o['refunded'], o['currency'])}, "
+            f"refunded_amount {money(o['refunded_amount'], o['currency'])}, "
+            f"captured {money(o['captured'], o['currency'])}",
             {"order": o["pk"], "number": o["number"]},
         )
         for o in rows.filter(~Q(refunded=F("refunded_amount")) | Q(refunded__gt=F("captured")))
         .order_by("pk")
-        .values("pk", "number", "refunded", "refunded_amount", "captured")
+        .values("pk", "number", "refunded", "refunded_amount", "captured", "currency")
     ]
     findings += [
         Finding(
             REFUNDED_ORDER_REFUNDED_IN_FULL,
-            f"order {o['number']} is REFUNDED with {o['refunded']} of {o['amount']} refunded",
+            f"order {o['number']} is REFUNDED with {money(o['refunded'], o['currency'])} "
+            f"of {money(o['amount'], o['currency'])} refunded",
             {"order": o["pk"], "number": o["number"]},
         )
         for o in rows.filter(status=Order.Status.REFUNDED)
         .exclude(refunded=F("amount"))
         .order_by("pk")
-        .values("pk", "number", "refunded", "amount")
+        .values("pk", "number", "refunded", "amount", "currency")
     ]
     return rows.count(), findings
 
@@ -103,13 +106,16 @@ def refund_attempts(ctx: AuditContext) -> Checked:
     findings += [
         Finding(
             ORPHAN_REFUNDED,
-            f"orphaned capture of {p['out_trade_no']}: captured {p['captured']}, "
-            f"refunded {p['refunded']} ({p['failure_code']})",
+            f"orphaned capture of {p['out_trade_no']}: captured "
+            f"{money(p['captured'], p['currency'])}, refunded "
+            f"{money(p['refunded'], p['currency'])} ({p['failure_code']})",
             {"payment": p["pk"], "order": p["order_id"], "out_trade_no": p["out_trade_no"]},
         )
         for p in stale.exclude(refunded=F("captured"))
         .order_by("pk")
-        .values("pk", "order_id", "out_trade_no", "captured", "refunded", "failure_code")
+        .values(
+            "pk", "order_id", "out_trade_no", "captured", "refunded", "currency", "failure_code"
+        )
     ]
     return Refund.objects.count() + orphans.count(), findings
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from edge.money import money
 from payments.models import RefundAttemptStatus
 from reconcile.audit.checks import AuditContext, Checked
 from reconcile.audit.findings import Finding
@@ -83,7 +84,7 @@ def strays(ctx: AuditContext) -> Checked:
     findings = [
         Finding(
             STRAY_REFUNDED,
-            f"stray capture {s['trade_no']} of {s['amount']} {s['currency']} for "
+            f"stray capture {s['trade_no']} of {money(s['amount'], s['currency'])} for "
             f"{s['out_trade_no']} (no attempt of ours): refund {s['refund_status']} "
             f"{s['failure_code']}".rstrip(),
             {"stray": s["pk"], "out_trade_no": s["out_trade_no"]},

@@ -18,8 +18,10 @@ from django.utils import timezone
 from demo.sandbox.delivery import notification_deliver
 from demo.sandbox.models import Charge, Notification
 from demo.sandbox.services import late_success_settle
+from demo.shop.story import STORY_LOCK
 from orders.models import Order
 from orders.services import shipment_create
+from reconcile.locks import lock_key
 from tests.factories import UserFactory
 
 # Nothing listens on the discard port: a provider call there is refused at once.
@@ -115,3 +117,10 @@ def background_work() -> Iterator[BackgroundWork]:
     finally:
         work.stopping.set()
         work.thread.join(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def no_story_left_running(redis_client: redis.Redis) -> None:
+    """A story lock left by a test run that was killed mid-story would hold for its TTL
+    and refuse every story of the next run: each test starts with none."""
+    redis_client.delete(lock_key(STORY_LOCK))

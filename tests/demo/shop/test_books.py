@@ -10,7 +10,7 @@ from orders.services import shipment_create
 from payments.models import Payment
 from reconcile.desk.models import Case, CaseState
 from reconcile.desk.services import notification_case_open
-from tests.factories import UserFactory, desk_operator
+from tests.factories import DEFAULT_PASSWORD, UserFactory, desk_operator
 
 pytestmark = pytest.mark.django_db
 
@@ -216,3 +216,28 @@ def test_the_books_list_open_cases_and_staff_dismiss_one_with_a_reason(demo_mode
     assert Case.objects.get().state == CaseState.RESOLVED
     assert ProviderNotification.objects.get().resolved_at is not None
     assert "Nothing waits for a person." in staff.get("/books/").content.decode()
+
+
+def test_a_visitor_is_told_why_and_led_to_the_login_and_back(demo_mode, user):
+    page = Client().get("/books/")
+
+    assert page.status_code == 403
+    text = page.content.decode()
+    assert "The books are for staff, or for anyone logged in while the demo runs." in text
+    assert '<p id="refused-login"><a href="/login/?next=/books/">Log in</a>' in text
+    # Following the link: the login brings them back to the books.
+    visitor = Client()
+    logged_in = visitor.post(
+        "/login/?next=/books/",
+        {"username": user.username, "password": DEFAULT_PASSWORD, "next": "/books/"},
+    )
+    assert logged_in["Location"] == "/books/"
+    assert visitor.get("/books/").status_code == 200
+
+
+def test_a_logged_in_customer_outside_demo_mode_gets_no_login_link(settings, web):
+    settings.DEMO_MODE = False
+
+    text = web.get("/books/").content.decode()
+
+    assert 'id="refused-login"' not in text

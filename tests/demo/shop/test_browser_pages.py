@@ -5,8 +5,8 @@ The pages are the ones a staff user reaches by following links from the home pag
 so the timeline and the books have something to tell). Each is opened in Chromium
 with the reader's language, screenshotted under
 test-artifacts/storefront/pages/<language>/, and its visible text checked: no
-Markdown left raw (backticks), no stored enum value where its meaning belongs,
-and no console error.
+Markdown left raw (backticks), no HTML entity shown as text (escaped twice), no
+stored enum value where its meaning belongs, and no console error.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ LANGUAGES = {"en-US": "en", "zh-CN": "zh-hans"}
 # Django's admin and Swagger UI are not the shop's pages; static files are not pages.
 NOT_OURS = ("/admin/", "/api/", "/static/", "/i18n/")
 MARKDOWN_CODE = re.compile(r"`[^`\n]+`")
+# An HTML entity shown as text (&#x27;, &amp;): something was escaped twice.
+ENTITY = re.compile(r"&(?:#x?[0-9a-fA-F]+|[a-zA-Z]+);")
 # The notification outcomes as stored: a page shows what they mean instead.
 ENUM_VALUES = re.compile(
     r"\b(?:" + "|".join(value for value, _label in ProviderNotification.Outcome.choices) + r")\b"
@@ -131,6 +133,8 @@ def test_every_page_in_each_language_shows_no_markdown_no_enum_and_no_console_er
         text = tab.locator("body").inner_text()
         if raw := MARKDOWN_CODE.findall(text):
             problems.append(f"{path}: raw Markdown {raw[:3]}")
+        if entities := ENTITY.findall(text):
+            problems.append(f"{path}: escaped twice {entities[:3]}")
         # English on a Chinese page on purpose (marked lang="en": the detail a client
         # receives) and code are not prose to translate.
         prose = tab.evaluate(PROSE)

@@ -65,6 +65,30 @@ def test_anonymous_visitors_are_refused_too(demo_mode):
     assert Client().get("/chaos/").status_code == 403
 
 
+def test_a_visitor_is_told_why_and_led_to_the_login_and_back(demo_mode):
+    page = Client().get("/chaos/").content.decode()
+    # A form posted once the session ended: back to the page that posted it.
+    posted = Client().post(
+        "/chaos/faults/", {"mode": "decline"}, headers={"referer": "http://testserver/chaos/"}
+    )
+
+    assert "The chaos panel is for staff and the demo users (alice, bob, staff)." in page
+    back = '<p id="refused-login"><a href="/login/?next=/chaos/">Log in</a>'
+    assert back in page
+    assert posted.status_code == 403
+    assert back in posted.content.decode()
+    assert not Fault.objects.exists()
+
+
+def test_outside_demo_mode_no_login_is_offered_where_no_login_helps(settings):
+    settings.DEMO_MODE = False
+
+    page = Client().get("/chaos/").content.decode()
+
+    assert "only in demo mode" in page
+    assert 'id="refused-login"' not in page  # the header's own "Log in" link stays
+
+
 def test_the_panel_explains_every_fault_mode(panel):
     page = panel.get("/chaos/").content.decode()
 

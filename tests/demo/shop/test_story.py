@@ -1,18 +1,25 @@
 """The guided story, driven over HTTP against the live server like a real client."""
 
 import re
+import threading
 from io import StringIO
+from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.db import connections
+from django.test import Client
 
 from demo.shop.answers import Answer
-from demo.shop.story import StoryReport, StoryUnavailable, story_run
+from demo.shop.story import ABOUT_S, STORY_LOCK, StoryReport, StoryUnavailable, story_run
 from demo.shop.story.observe import Settler
 from demo.shop.story.report import TallyRow
+from edge.money import money
 from orders.models import Order, Shipment
 from payments.errors import PaymentOutcomeUnknown
 from payments.models import LedgerEntry, Payment
+from reconcile.locks import single_runner
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,7 +71,7 @@ def test_the_founding_scenario_changes_the_world_once(
         ("late captures booked as orphaned", 1, 1),
         ("orphaned captures refunded in full", 1, 1),
         ("successful charges at the provider", 2, 2),
-        ("provider: charged - refunded (minor units)", order.amount, order.amount),
+        ("provider: charged - refunded", order.amount, order.amount),
     ]
     assert LedgerEntry.objects.filter(order=order).count() == 1
     assert Shipment.objects.filter(order=order).count() == 1
@@ -117,6 +124,9 @@ def test_a_late_success_after_the_customer_gave_up_is_told_as_it_happened_and_re
         ("reconciler", "refund SUCCEEDED"),
     ]
     assert [step.at_s for step in late] == sorted(step.at_s for step in late)
+    # The provider's capture is told in major units, with its currency (never "2500 CNY").
+    capture = next(step for step in late if step.result.startswith("SUCCESS"))
+    assert capture.result == f"SUCCESS {attempt.trade_no}, {money(attempt.amount, 'CNY')}"
     booked = _step(report, "asks the provider about the attempt")
     assert f"automatic refund R{attempt.out_trade_no}-1 started" in booked.result
     # The beat's reconciler waits RECONCILE_AFTER_S; the story said it ran the step.
@@ -195,6 +205,11 @@ def test_the_command_prints_each_step_and_the_books(
     assert "refund SUCCEEDED" in text
     assert "The audit (whole shop): clean" in text
     assert "One order, one debit, one shipment." in text
+    # The provider's net debit, as money: the order's amount, in major units.
+    paid = Order.objects.get(status="PAID")
+    net = re.search(r"^   provider: charged - refunded +(\S+ \S+) +(\S+ \S+)$", text, re.M)
+    assert net is not None, text
+    assert net.groups() == (money(paid.amount, paid.currency),) * 2
 
 
 def test_the_command_fails_with_a_clear_message_when_the_shop_is_down(operator):
@@ -240,6 +255,38 @@ def test_the_page_verdict_speaks_of_both_chapters_as_the_command_does(
     assert second in page
 
 
+def test_the_story_page_shows_the_books_amounts_as_money(demo_mode, alice, web_for, monkeypatch):
+    report = StoryReport(
+        customer="story-test",
+        order_number="N1",
+        tally=[TallyRow("provider: charged - refunded", 2500, 2500, "CNY")],
+    )
+    monkeypatch.setattr("demo.shop.views.story.story_run", lambda **_: report)
+
+    page = web_for(alice).post("/story/").content.decode()
+
+    assert "<td>25.00 CNY</td><td>25.00 CNY</td>" in page
+    assert "<td>2500</td>" not in page
+
+
+def test_the_intros_tell_the_chapters_as_they_run(demo_mode, alice, web_for, monkeypatch):
+    # The second chapter orders again as the story's one customer (late_success.py
+    # pays with scene.token; the full run above finds its cancelled order under
+    # report.customer), and a story takes ABOUT_S seconds.
+    monkeypatch.setattr(
+        "demo.shop.views.story.story_run", lambda **_: StoryReport(customer="story-test")
+    )
+    web = web_for(alice)
+
+    story = web.post("/story/").content.decode()
+    home = web.get("/").content.decode()
+
+    assert "second customer" not in story
+    assert "Then the same customer orders again" in story
+    assert "Then the same customer's second order" in home
+    assert f"It takes about {ABOUT_S} seconds." in home
+
+
 def test_the_story_button_is_refused_outside_demo_mode(settings, alice, web_for):
     settings.DEMO_MODE = False
 
@@ -257,3 +304,78 @@ def test_the_story_scripts_the_provider_the_shop_pays_through_not_the_shop(
 
     with pytest.raises(StoryUnavailable, match=r"127\.0\.0\.1:9/sandbox is not reachable"):
         story_run(base_url=live_server.url, gateway_delay_s=GATEWAY_DELAY_S, wait_s=WAIT_S)
+
+
+def test_a_visitor_sees_the_story_and_a_login_that_brings_them_back_to_it(demo_mode):
+    home = Client().get("/").content.decode()
+
+    assert 'id="story"' in home
+    assert "The guided story" in home
+    assert 'href="/login/?next=/%23story"' in home
+    assert 'action="/story/"' not in home  # the button itself is for those who may run it
+
+
+def test_a_customer_who_may_not_run_the_story_is_told_who_may(demo_mode, web):
+    home = web.get("/").content.decode()
+
+    assert "The story runs for staff and the demo users (alice, bob, staff)" in home
+    assert 'action="/story/"' not in home
+
+
+def test_outside_demo_mode_the_home_page_has_no_story(settings):
+    settings.DEMO_MODE = False
+
+    assert 'id="story"' not in Client().get("/").content.decode()
+
+
+def test_a_second_post_while_a_story_runs_starts_no_second_story(
+    demo_mode, alice, web_for, monkeypatch
+):
+    # Given a story that has begun and is still in its first chapter (held there, in
+    # the web request's own thread, as a real one is for seconds)
+    started, finish = threading.Event(), threading.Event()
+    chapters: list[object] = []
+
+    def first_chapter(scene: object) -> None:
+        chapters.append(scene)
+        started.set()
+        assert finish.wait(timeout=30)
+        raise StoryUnavailable("stopped by the test")
+
+    monkeypatch.setattr("demo.shop.story.scenario_run", first_chapter)
+    first: list[Any] = []
+
+    def click() -> None:
+        try:
+            first.append(web_for(alice).post("/story/"))
+        finally:
+            connections.close_all()
+
+    running = threading.Thread(target=click, name="first-click")
+    running.start()
+    try:
+        assert started.wait(timeout=30)
+        # When a second post arrives meanwhile (a second click, another browser)
+        second = web_for(alice).post("/story/")
+    finally:
+        finish.set()
+        running.join(timeout=30)
+
+    # Then it is refused, saying why, and began nothing; the first ran its course
+    assert second.status_code == 409
+    assert "A story is already running" in second.content.decode()
+    assert len(chapters) == 1
+    assert first[0].status_code == 200
+    assert "stopped by the test" in first[0].content.decode()
+    # And once the first has ended, the next one runs
+    assert web_for(alice).post("/story/").status_code == 200
+    assert len(chapters) == 2
+
+
+def test_make_story_beside_a_running_story_says_so_and_does_nothing(operator):
+    with single_runner(name=STORY_LOCK, ttl_s=60) as mine:
+        assert mine  # a story holds it, as the button's does while it runs
+        with pytest.raises(CommandError, match="already running"):
+            call_command("story", "--base-url", "http://127.0.0.1:9", stdout=StringIO())
+
+    assert not get_user_model().objects.filter(username__startswith="story-").exists()

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from demo.shop.story import (
+    ABOUT_S,
     BACKGROUND_WAIT_S,
     GATEWAY_DELAY_S,
     StoryReport,
@@ -15,6 +16,7 @@ from demo.shop.story import (
     StoryUnavailable,
     story_run,
 )
+from edge.money import money
 
 # Where the reconciler's steps for the orphaned capture log.
 QUIET_LOGGERS = ("payments", "reconcile")
@@ -40,7 +42,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         shop = options["base_url"] or settings.SHOP_BASE_URL
-        self.stdout.write(f"Running the story against {shop} (about 20 s):")
+        self.stdout.write(f"Running the story against {shop} (about {ABOUT_S} s):")
         started = time.monotonic()
 
         def progress(part: str) -> None:
@@ -94,9 +96,14 @@ class Command(BaseCommand):
     def print_books(self, report: StoryReport) -> None:
         out = self.stdout
         out.write(f"\nThe books for {report.customer} (order {report.order_number}):")
-        out.write(f"   {'what':52} {'counted':>8} {'expected':>9}")
+        out.write(f"   {'what':52} {'counted':>12} {'expected':>12}")
         for row in report.tally:
-            line = f"   {row.what:52} {row.count:>8} {row.expected:>9}"
+            counted, expected = (
+                (money(row.count, row.currency), money(row.expected, row.currency))
+                if row.currency
+                else (row.count, row.expected)
+            )
+            line = f"   {row.what:52} {counted:>12} {expected:>12}"
             out.write(self.style.SUCCESS(line) if row.ok else self.style.ERROR(line))
         if report.audit is not None:
             verdict = "clean" if report.audit.ok else f"{len(report.audit.findings)} problem(s)"
