@@ -115,6 +115,10 @@ class Refund(models.Model):
     currency = models.CharField(max_length=3)
     reason = models.CharField(max_length=200, blank=True, default="")
     failure_code = models.CharField(max_length=64, blank=True, default="")
+    # The Idempotency-Key of the request that started it: one refund per (order, key)
+    # for the order's life, even once the key's record is reaped. NULL for an orphaned
+    # capture's refunds, which no request starts (NULLs never collide on the index).
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     settled_at = models.DateTimeField(null=True, blank=True)
@@ -129,6 +133,9 @@ class Refund(models.Model):
                 fields=["order"],
                 condition=Q(status__in=UNSETTLED_REFUND_STATUSES),
                 name="refund_one_live_per_order",
+            ),
+            models.UniqueConstraint(
+                fields=["order", "idempotency_key"], name="refund_one_per_order_key"
             ),
             # An orphaned capture is refunded by one attempt at a time ...
             models.UniqueConstraint(

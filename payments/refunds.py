@@ -23,7 +23,8 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
-from payments.errors import OrderNotRefundable, RefundExceedsPaid
+from orders.services import violated_constraint
+from payments.errors import OrderNotRefundable, RefundExceedsPaid, RefundKeyReused
 from payments.locks import lock_order_and_refund, orders_to_lock
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
@@ -67,11 +68,19 @@ class RefundRequest:
 
 
 def refund_create(
-    *, user_id: int, is_staff: bool, order_number: str, amount: int | None, reason: str
+    *,
+    user_id: int,
+    is_staff: bool,
+    order_number: str,
+    amount: int | None,
+    reason: str,
+    idempotency_key: str | None = None,
 ) -> Refund:
     """Start a refund attempt of a PAID order (phase one of the refund flow).
 
     ``amount`` None means the whole refundable rest. The order's owner or staff only.
+    ``idempotency_key``: the request's key; a key that already started a refund of
+    this order (its record reaped since) is ``RefundKeyReused``, never a second refund.
     """
     with transaction.atomic():
         # The order row lock first, like every writer of an order and its money: a
@@ -80,6 +89,14 @@ def refund_create(
         order = get_object_or_404(
             orders if is_staff else orders.filter(user_id=user_id), number=order_number
         )
+        # Asked first, whatever the order's state now: the key's answer is "used",
+        # not whatever a new request would get. The unique (order, key) index below
+        # decides should this read ever miss one (it cannot under the order's lock).
+        if (
+            idempotency_key is not None
+            and Refund.objects.filter(order=order, idempotency_key=idempotency_key).exists()
+        ):
+            raise RefundKeyReused(order=order.number)
         if order.status != Order.Status.PAID:
             raise OrderNotRefundable(f"The order is {order.status.lower()}.")
         rest = order.amount - order.refunded_amount
@@ -98,8 +115,11 @@ def refund_create(
                     amount=amount,
                     currency=order.currency,
                     reason=reason,
+                    idempotency_key=idempotency_key,
                 )
         except IntegrityError as error:
+            if violated_constraint(error) == "refund_one_per_order_key":
+                raise RefundKeyReused(order=order.number) from error
             # The partial unique index: another refund of this order is in flight.
             # Its amount is not counted yet, so two could otherwise both fit the rest.
             raise OrderNotRefundable("A refund of this order is in progress.") from error

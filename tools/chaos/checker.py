@@ -49,6 +49,7 @@ MATRIX: dict[str, dict[int, frozenset[str]]] = {
             {
                 "order-not-refundable",
                 "refund-exceeds-paid",
+                "idempotency-key-reused",
                 "idempotency-key-in-use",
                 "concurrent-update",
             }
