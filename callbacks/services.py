@@ -56,9 +56,19 @@ def _stored(row: ProviderNotification) -> IngestAnswer:
 
 
 def callback_ingest(
-    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str
+    *,
+    notification: Notification | RefundNotification,
+    raw_body: bytes,
+    provider: str,
+    acknowledge_stored: bool = False,
 ) -> IngestAnswer:
-    """Record ``notification`` and apply it once; a redelivery replays the first answer."""
+    """Record ``notification`` and apply it once; a redelivery replays the first answer.
+
+    ``acknowledge_stored``: answer 200 for everything stored, the outcome (and for a
+    refusal, its code and reason) in the body, for a provider that retries every
+    other answer for days and may switch the endpoint off (Stripe). Otherwise a
+    refusal is its problem+json (422), as the sandbox's contract says.
+    """
     _refuse_unstorable(notification)
     # A duplicate costs one indexed lookup, no write: the common case under retries.
     if first := ProviderNotification.objects.filter(
@@ -67,7 +77,12 @@ def callback_ingest(
         return _stored(first)
     try:
         with transaction.atomic():
-            return _ingest(notification=notification, raw_body=raw_body, provider=provider)
+            return _ingest(
+                notification=notification,
+                raw_body=raw_body,
+                provider=provider,
+                acknowledge_stored=acknowledge_stored,
+            )
     except IntegrityError:
         # A concurrent delivery of the same notify_id committed first (our INSERT
         # waited on its unique entry): its effect is in; answer what it answered.
@@ -94,7 +109,11 @@ def _refuse_unstorable(notification: Notification | RefundNotification) -> None:
 
 
 def _ingest(
-    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str
+    *,
+    notification: Notification | RefundNotification,
+    raw_body: bytes,
+    provider: str,
+    acknowledge_stored: bool,
 ) -> IngestAnswer:
     if isinstance(notification, RefundNotification):
         refund = Refund.objects.filter(refund_no=notification.out_refund_no).first()
@@ -113,6 +132,8 @@ def _ingest(
             trade_no=notification.trade_no, trade_status=notification.trade_status, payment=payment
         )
     status, body = (error.status, error.to_problem()) if error else (200, RECEIVED)
+    if acknowledge_stored:
+        status, body = 200, _acknowledgement(outcome, error)
     row.provider = provider
     row.notify_id = notification.notify_id
     row.out_trade_no = notification.out_trade_no
@@ -123,6 +144,15 @@ def _ingest(
     row.response_status, row.response_body = status, body
     row.save(force_insert=True)
     return IngestAnswer(status, body, outcome, replayed=False)
+
+
+def _acknowledgement(outcome: str, error: ApplicationError | None) -> dict[str, Any]:
+    """The 200 body of a stored notification: received, and what the shop made of it."""
+    body: dict[str, Any] = {**RECEIVED, "outcome": outcome}
+    if error is not None:
+        problem = error.to_problem()
+        body.update(code=problem["code"], detail=problem.get("reason") or problem["detail"])
+    return body
 
 
 def _mismatch(
@@ -243,11 +273,11 @@ def callback_store_unapplied(
         outcome=Outcome.IGNORED,
         reason=kind,
         response_status=200,
-        response_body=RECEIVED,
+        response_body={**RECEIVED, "outcome": Outcome.IGNORED.value, "type": kind},
     )
     try:
         with transaction.atomic():
             row.save(force_insert=True)
     except IntegrityError:
         return _stored(ProviderNotification.objects.get(provider=provider, notify_id=notify_id))
-    return IngestAnswer(200, RECEIVED, Outcome.IGNORED, replayed=False)
+    return IngestAnswer(200, row.response_body, Outcome.IGNORED, replayed=False)
