@@ -187,7 +187,9 @@ def _finish_refund(*, refund_attempt_id: int, result: RefundResult | None) -> Re
                 resource_type="refund",
                 resource_id=refund.pk,
             )
-        case RefundAttemptStatus.FAILED:
+        case RefundAttemptStatus.FAILED | RefundAttemptStatus.REVERSED:
+            # REVERSED: it went through, then the provider could not pay it out, and
+            # the money is back with the shop: for the customer, nothing came back.
             error = RefundDeclined(refund=refund.refund_no, reason=refund.failure_code)
             # Returned, not raised: the refund's FAILED state commits with the answer.
             return replace(Respond.from_error(error), resource_type="refund", resource_id=refund.pk)

@@ -8,6 +8,9 @@ from django.conf import settings
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
+    DisputeNotification,
+    DisputeResult,
+    DisputeStatus,
     Notification,
     NotificationInvalid,
     NotificationMalformed,
@@ -30,6 +33,9 @@ from payments.providers.capabilities import KeepsWallets, PreparesCharges
 __all__ = [
     "ChargeResult",
     "ChargeStatus",
+    "DisputeNotification",
+    "DisputeResult",
+    "DisputeStatus",
     "KeepsWallets",
     "Notification",
     "NotificationInvalid",

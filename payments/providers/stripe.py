@@ -9,13 +9,23 @@ How the protocol maps onto Stripe (CONTRACT.md has the whole table):
   resumes with the same PaymentIntent: Stripe cannot be asked "which
   PaymentIntent is out_trade_no?" (its search is eventually consistent, and the
   emulator the tests use has none), so the record is what finds it again.
-- ``query``: retrieve by the recorded id (the truth). No id recorded: Stripe
-  holds nothing we could ever confirm, and the answer is None.
+- ``query``: retrieve (the truth) the PaymentIntent the caller names (a
+  statement line's, an event's ``trade_no``), or the one recorded for the
+  attempt; with neither, the one whose ``metadata.out_trade_no`` is ours,
+  found by Stripe's search (eventually consistent: what it finds is
+  retrieved, and what it has not indexed yet is found by a later pass; the
+  reconciler asks only about attempts older than RECONCILE_AFTER_S). Where the
+  API has no search (localstripe answers 404), the PaymentIntents are listed
+  and their metadata read instead: complete, and slower the more there are.
 - ``close`` (the fence): cancel. Nothing recorded: there is nothing to fence,
   the answer is CLOSED. Already succeeded: Stripe refuses the cancel, and the
   PaymentIntent as retrieved (SUCCESS) is the answer: the capture is the truth.
 - ``refund`` / ``query_refund``: a Refund of the PaymentIntent with a derived
   key and ``metadata.out_refund_no``; found again in the PaymentIntent's refunds.
+  The PaymentIntent is the one the caller names (a stray capture's
+  ``trade_no``: no attempt of ours recorded it), or the attempt's recorded one.
+- ``query_dispute``: retrieve the Dispute (its PaymentIntent expanded, for our
+  reference); disputes arrive as ``charge.dispute.*`` events and on the statement.
 - ``statement``: the day's balance transactions, newest first, as Stripe lists them.
 - Notifications: ``Stripe-Signature`` verified by the SDK (``stripe.Webhook``,
   in ``stripe_webhooks``).
@@ -42,6 +52,8 @@ from django.conf import settings
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
+    DisputeNotification,
+    DisputeResult,
     Notification,
     ProviderOutcomeUnknown,
     ProviderRejected,
@@ -53,6 +65,8 @@ from payments.providers.observed import provider_call
 from payments.providers.stripe_calls import Refused, call, plain
 from payments.providers.stripe_parsing import (
     check_intent,
+    intent_reference,
+    parse_dispute,
     parse_event,
     parse_intent,
     parse_refund,
@@ -182,11 +196,51 @@ class StripeProvider:
         return result
 
     @provider_call("query")
-    def query(self, *, out_trade_no: str) -> ChargeResult | None:
-        intent_id = self.references.payment_intent(out_trade_no)
+    def query(self, *, out_trade_no: str, trade_no: str | None = None) -> ChargeResult | None:
+        intent_id = (
+            trade_no
+            or self.references.payment_intent(out_trade_no)
+            or self._find_intent(out_trade_no)
+        )
         if intent_id is None:
-            return None  # never created, or created and never recorded: never confirmed
+            return None  # Stripe holds no PaymentIntent of this reference
         return parse_intent(self._retrieve(intent_id), out_trade_no=out_trade_no)
+
+    def _find_intent(self, out_trade_no: str) -> str | None:
+        """The PaymentIntent naming ``out_trade_no`` that no attempt of ours recorded (a
+        lost row): the succeeded one if any, else the newest. Search, or list where
+        the API has none (see the module docstring)."""
+        if not out_trade_no:
+            return None
+        escaped = out_trade_no.replace("\\", "\\\\").replace("'", "\\'")
+        try:
+            found = call(
+                lambda: self.client.v1.payment_intents.search(
+                    params={"query": f"metadata['out_trade_no']:'{escaped}'", "limit": 100}
+                )
+            )
+            named = found.get("data") or []
+        except Refused as refusal:
+            if refusal.status != 404:
+                raise ProviderOutcomeUnknown(f"Stripe search: {refusal}") from refusal
+            named = self._list_intents(out_trade_no)
+        if not named:
+            return None
+        succeeded = [intent for intent in named if intent.get("status") == "succeeded"]
+        newest = max(succeeded or named, key=lambda intent: intent.get("created") or 0)
+        return str(newest["id"])
+
+    def _list_intents(self, out_trade_no: str) -> list[Any]:
+        """Every PaymentIntent whose metadata names ``out_trade_no``, by listing them all."""
+        try:
+            listed = self.client.v1.payment_intents.list(params={"limit": 100})
+            return [
+                intent
+                for intent in (plain(item) for item in listed.auto_paging_iter())
+                if intent_reference(intent) == out_trade_no
+            ]
+        except stripe.StripeError as error:
+            raise ProviderOutcomeUnknown(f"Stripe: {error}") from error
 
     @provider_call("close")
     def close(self, *, out_trade_no: str) -> ChargeResult:
@@ -236,18 +290,30 @@ class StripeProvider:
         amount: int,
         notify_url: str,
         idempotency_key: str,
+        trade_no: str | None = None,
     ) -> RefundResult:
-        intent_id = self.references.payment_intent(out_trade_no)
-        currency = self.references.currency(out_trade_no)
+        intent_id: str | None
+        currency: str | None
+        if trade_no is not None:
+            # A charge no attempt of ours recorded (a stray): its terms from Stripe.
+            intent = self._retrieve(trade_no)
+            check_intent(intent, out_trade_no=out_trade_no)
+            intent_id, currency = trade_no, str(intent["currency"]).upper()
+        else:
+            intent_id = self.references.payment_intent(out_trade_no)
+            currency = self.references.currency(out_trade_no)
         if intent_id is None or currency is None:
             raise ProviderRejected(404, "no_payment_intent")  # nothing Stripe could refund
+        # Stripe drops a metadata key whose value is empty: a charge naming no
+        # reference of ours is refunded with none.
+        metadata = {"out_refund_no": out_refund_no, "out_trade_no": out_trade_no or None}
         try:
             refund = call(
                 lambda: self.client.v1.refunds.create(
                     params={
                         "payment_intent": intent_id,
                         "amount": to_stripe_amount(amount, currency),
-                        "metadata": {"out_refund_no": out_refund_no, "out_trade_no": out_trade_no},
+                        "metadata": {k: v for k, v in metadata.items() if v},
                     },
                     options={"idempotency_key": idempotency_key},
                 )
@@ -257,9 +323,11 @@ class StripeProvider:
         return parse_refund(refund, out_refund_no=out_refund_no)
 
     @provider_call("query_refund")
-    def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
+    def query_refund(
+        self, *, out_refund_no: str, trade_no: str | None = None
+    ) -> RefundResult | None:
         out_trade_no = self.references.refund_charge(out_refund_no)
-        intent_id = out_trade_no and self.references.payment_intent(out_trade_no)
+        intent_id = trade_no or (out_trade_no and self.references.payment_intent(out_trade_no))
         if not intent_id:
             return None
         try:
@@ -274,6 +342,22 @@ class StripeProvider:
             raise ProviderOutcomeUnknown(f"Stripe: {refusal}") from refusal
         return None
 
+    # --- disputes ------------------------------------------------------------------
+
+    @provider_call("query_dispute")
+    def query_dispute(self, *, dispute_id: str) -> DisputeResult | None:
+        try:
+            dispute = call(
+                lambda: self.client.v1.disputes.retrieve(
+                    dispute_id, params={"expand": ["payment_intent"]}
+                )
+            )
+        except Refused as refusal:
+            if refusal.status == 404:
+                return None
+            raise ProviderOutcomeUnknown(f"Dispute {dispute_id}: {refusal}") from refusal
+        return parse_dispute(dispute)
+
     # --- the statement -------------------------------------------------------------
 
     @provider_call("statement")
@@ -285,6 +369,6 @@ class StripeProvider:
 
     def verify_notification(
         self, *, headers: Mapping[str, str], raw_body: bytes
-    ) -> Notification | RefundNotification:
+    ) -> Notification | RefundNotification | DisputeNotification:
         """``Stripe-Signature`` checked by the SDK (300 s tolerance), then the event read."""
         return parse_event(verified_event(headers, raw_body, secret=self.webhook_secret))
