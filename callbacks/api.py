@@ -28,6 +28,9 @@ from edge.throttling import CallbackRateThrottle
 from observability import context
 from payments.providers import (
     ChargeStatus,
+    DisputeNotification,
+    DisputeStatus,
+    Notification,
     NotificationMalformed,
     NotificationNotApplied,
     NotificationSignatureInvalid,
@@ -36,7 +39,7 @@ from payments.providers import (
     RefundStatus,
     get_provider,
 )
-from payments.providers.sandbox_parsing import MAX_TEXT, REFUND_EVENT
+from payments.providers.sandbox_parsing import DISPUTE_EVENT, MAX_TEXT, REFUND_EVENT
 from payments.providers.sandbox_signature import (
     MAX_SIGNATURES,
     SIGNATURE_HEADER,
@@ -72,12 +75,38 @@ class RefundNotificationSerializer(serializers.Serializer):
     amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
     currency = serializers.RegexField(r"^[A-Z]{3}$", required=False)
     refunded_at = serializers.DateTimeField(required=False, allow_null=True)
+    # A REVERSED refund: when it failed after it went through.
+    reversed_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
-# A charge's notification has no ``event``; a refund's says ``"event": "refund"``.
+@extend_schema_serializer(component_name="SandboxDisputeNotification")
+class DisputeNotificationSerializer(serializers.Serializer):
+    """The body the sandbox signs and sends when a dispute opens or closes (schema only)."""
+
+    event = serializers.ChoiceField(choices=[DISPUTE_EVENT])
+    notify_id = StrictCharField(max_length=MAX_TEXT)
+    dispute_id = StrictCharField(max_length=MAX_TEXT)
+    trade_no = StrictCharField(max_length=MAX_TEXT)
+    out_trade_no = StrictCharField(max_length=MAX_TEXT)
+    status = serializers.ChoiceField(choices=[status.value for status in DisputeStatus])
+    amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    currency = serializers.RegexField(r"^[A-Z]{3}$")
+    reason = StrictCharField(max_length=MAX_TEXT, required=False)
+    withdrawn = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    reinstated = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    opened_at = serializers.DateTimeField(required=False, allow_null=True)
+    closed_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+# A charge's notification has no ``event``; a refund's says ``"event": "refund"``, a
+# dispute's ``"event": "dispute"``.
 NOTIFICATION_BODY = PolymorphicProxySerializer(
     component_name="SandboxNotification",
-    serializers=[ChargeNotificationSerializer, RefundNotificationSerializer],
+    serializers=[
+        ChargeNotificationSerializer,
+        RefundNotificationSerializer,
+        DisputeNotificationSerializer,
+    ],
     resource_type_field_name=None,
 )
 
@@ -153,11 +182,7 @@ class SandboxCallbackApi(APIView):
         answer = callback_ingest(
             notification=notification, raw_body=raw_body, provider=provider.name
         )
-        status = (
-            notification.status
-            if isinstance(notification, RefundNotification)
-            else notification.trade_status
-        )
+        status = _status_of(notification)
         logger.info(
             "notification %s %s: %s%s",
             status,
@@ -209,7 +234,7 @@ class StripeCallbackApi(APIView):
         responses={
             200: OpenApiResponse(
                 description=(
-                    "Stored: `{\"received\": true, \"outcome\": ...}` (applied, duplicate, "
+                    'Stored: `{"received": true, "outcome": ...}` (applied, duplicate, '
                     "deferred, ignored; rejected or unmatched with the problem's `code` and "
                     "`detail`), the same on every redelivery"
                 )
@@ -259,6 +284,14 @@ class StripeCallbackApi(APIView):
             acknowledge_stored=True,
         )
         return Response(answer.body, status=answer.status)
+
+
+def _status_of(notification: Notification | RefundNotification | DisputeNotification) -> str:
+    if isinstance(notification, RefundNotification):
+        return notification.status
+    if isinstance(notification, DisputeNotification):
+        return f"dispute {notification.dispute.status}"
+    return notification.trade_status
 
 
 def _is_own_endpoint(provider: PaymentProvider, request: Request) -> bool:

@@ -7,7 +7,10 @@ provider gets its 2xx and stops retrying. The effect goes through
 ``payment_settle``, the same service the pay flow and the reconciler use, so
 whichever of the synchronous answer and the notification arrives first settles
 the attempt, and the other changes nothing. Refund notifications (``event:
-refund``) take the same way into ``refund_settle``.
+refund``) take the same way into ``refund_settle``, dispute notifications into
+``dispute_apply`` (a chargeback moves money without the shop asking: the
+provider's whole account of the dispute is in the notification, and each of
+its movements is booked once, whatever order they arrive in).
 
 What cannot be applied (deferred: it contradicts what we hold; rejected: another
 amount) is recorded and left unresolved: the reconciler asks the provider, whose
@@ -31,12 +34,21 @@ from callbacks.errors import CallbackMalformed, CallbackMismatch, CallbackUnknow
 from callbacks.models import ProviderNotification
 from edge.bounds import columns_problems
 from edge.errors import ApplicationError
+from payments.disputes import DisputeOutcome, dispute_apply
 from payments.models import Payment, Refund
-from payments.providers import ChargeResult, Notification, RefundNotification, RefundResult
+from payments.providers import (
+    ChargeResult,
+    DisputeNotification,
+    Notification,
+    RefundNotification,
+    RefundResult,
+)
 from payments.refunds import refund_settle
 from payments.services import Settlement, payment_settle
 
 Outcome = ProviderNotification.Outcome
+
+AnyNotification = Notification | RefundNotification | DisputeNotification
 
 # What we answer when we took the notification (applied or not): the body the
 # provider sees is the same whatever our bookkeeping concluded.
@@ -57,7 +69,7 @@ def _stored(row: ProviderNotification) -> IngestAnswer:
 
 def callback_ingest(
     *,
-    notification: Notification | RefundNotification,
+    notification: AnyNotification,
     raw_body: bytes,
     provider: str,
     acknowledge_stored: bool = False,
@@ -91,7 +103,7 @@ def callback_ingest(
         )
 
 
-def _refuse_unstorable(notification: Notification | RefundNotification) -> None:
+def _refuse_unstorable(notification: AnyNotification) -> None:
     """400 for a value no column of ours can hold (too long, NUL, beyond bigint).
 
     Signed by the provider, so a provider bug, not an attack; still refused before
@@ -99,23 +111,37 @@ def _refuse_unstorable(notification: Notification | RefundNotification) -> None:
     field of the notification that has a column of the same name is checked.
     """
     columns = {field.name for field in ProviderNotification._meta.get_fields()}
+    # A dispute notification's fields are its dispute's (its status goes in trade_status).
+    fields = notification.dispute if isinstance(notification, DisputeNotification) else notification
     values = {
-        field.name: getattr(notification, field.name)
-        for field in dataclasses.fields(notification)
+        field.name: getattr(fields, field.name)
+        for field in dataclasses.fields(fields)
         if field.name in columns
     }
+    values["notify_id"] = notification.notify_id
     if problems := columns_problems(ProviderNotification, values):
         raise CallbackMalformed(reason="; ".join(problems))
 
 
 def _ingest(
     *,
-    notification: Notification | RefundNotification,
+    notification: AnyNotification,
     raw_body: bytes,
     provider: str,
     acknowledge_stored: bool,
 ) -> IngestAnswer:
-    if isinstance(notification, RefundNotification):
+    if isinstance(notification, DisputeNotification):
+        dispute = notification.dispute
+        outcome, reason, error = _apply_dispute(notification)
+        row = ProviderNotification(
+            event=ProviderNotification.Event.DISPUTE,
+            trade_no=dispute.trade_no,
+            dispute_id=dispute.dispute_id,
+            trade_status=dispute.status,
+            payment=Payment.objects.filter(trade_no=dispute.trade_no).first(),
+        )
+        amount, currency = dispute.amount, dispute.currency
+    elif isinstance(notification, RefundNotification):
         refund = Refund.objects.filter(refund_no=notification.out_refund_no).first()
         outcome, reason, error = _apply_refund(notification, refund)
         row = ProviderNotification(
@@ -125,20 +151,22 @@ def _ingest(
             trade_status=notification.status,
             refund_attempt=refund,
         )
+        amount, currency = notification.amount, notification.currency or ""
     else:
         payment = Payment.objects.filter(out_trade_no=notification.out_trade_no).first()
         outcome, reason, error = _apply(notification, payment)
         row = ProviderNotification(
             trade_no=notification.trade_no, trade_status=notification.trade_status, payment=payment
         )
+        amount, currency = notification.amount, notification.currency
     status, body = (error.status, error.to_problem()) if error else (200, RECEIVED)
     if acknowledge_stored:
         status, body = 200, _acknowledgement(outcome, error)
     row.provider = provider
     row.notify_id = notification.notify_id
     row.out_trade_no = notification.out_trade_no
-    row.amount = notification.amount
-    row.currency = notification.currency or ""
+    row.amount = amount
+    row.currency = currency
     row.raw_payload = raw_body.decode()
     row.outcome, row.reason = outcome, reason
     row.response_status, row.response_body = status, body
@@ -225,6 +253,22 @@ def _apply_refund(
         ),
     )
     return _settled(settled.outcome, settled.reason)
+
+
+def _apply_dispute(notification: DisputeNotification) -> tuple[str, str, ApplicationError | None]:
+    outcome, _ = dispute_apply(account=notification.dispute)
+    match outcome:
+        case DisputeOutcome.APPLIED:
+            return Outcome.APPLIED, "", None
+        case DisputeOutcome.ALREADY_APPLIED:
+            return Outcome.DUPLICATE, "", None
+        case DisputeOutcome.UNKNOWN_PAYMENT:
+            reason = f"no payment of ours is charge {notification.dispute.trade_no}"
+            return Outcome.UNMATCHED, reason, CallbackUnknownPayment(reason=reason)
+        case DisputeOutcome.CONFLICT:
+            # Not applied and not guessed: the reconciler asks the provider about it.
+            return Outcome.DEFERRED, "the dispute contradicts the books: asking", None
+    raise AssertionError(outcome)
 
 
 # Rows per UPDATE: each batch is its own short statement, never one long lock.
