@@ -47,6 +47,12 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     # Dismissed, it stays a fault in the audit (nobody holds it), and is not reopened.
     CaseKind.UNRESOLVED: (CaseActionKind.RETRY, CaseActionKind.ACCEPT, CaseActionKind.DISMISS),
     CaseKind.ITEM_FAILED: (CaseActionKind.RETRY, CaseActionKind.DISMISS),
+    # The money is back with the shop: a person refunds the order again (the API, as
+    # staff) or settles it with the customer, and closes the case with what was done.
+    CaseKind.REFUND_REVERSED: (CaseActionKind.DISMISS,),
+    # Answered at the provider (evidence); closes itself when the dispute closes.
+    CaseKind.DISPUTE: (CaseActionKind.DISMISS,),
+    CaseKind.CONTRADICTED: (CaseActionKind.DISMISS,),
 }
 
 ALREADY_RESOLVED = "already resolved"
@@ -188,9 +194,18 @@ def _refund(
     who: str,
     provider: PaymentProvider | None,
 ) -> ActionResult:
-    from reconcile.recovery.strays import stray_capture_take
+    from reconcile.recovery.strays import capture_is_an_attempts_own, stray_capture_take
 
     out_trade_no, trade_no = _capture_of(case)
+    if capture_is_an_attempts_own(out_trade_no=out_trade_no, trade_no=trade_no):
+        # Not asked: an attempt of ours holds this capture, and its own reconciliation
+        # settles it (rolls forward, or books and refunds an orphaned capture).
+        outcome = f"{out_trade_no} is an attempt of ours: its reconciliation settles it"
+        with transaction.atomic():
+            _record(
+                case, action=CaseActionKind.REFUND, note=note, user=user, who=who, outcome=outcome
+            )
+        return ActionResult(False, f"case {case.pk}: {outcome}; the provider was not asked")
     try:
         # Idempotent at the provider and here (one stray per charge): a second click
         # that gets this far refunds nothing more.
@@ -209,10 +224,12 @@ def _refund(
                 note=note,
                 user=user,
                 who=who,
-                outcome="the provider confirms no such capture: nothing to refund",
+                outcome=f"asked the provider about {trade_no}: no such capture; nothing refunded",
             )
         return ActionResult(
-            False, f"case {case.pk}: the provider confirms no capture; nothing refunded"
+            False,
+            f"case {case.pk}: asked the provider about {trade_no}: it holds no such "
+            "capture; nothing refunded",
         )
     outcome = f"stray capture {stray.trade_no} refund {stray.refund_status}"
     with transaction.atomic():
