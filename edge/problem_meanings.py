@@ -43,6 +43,7 @@ MEANINGS: dict[str, str] = {
         "PostgreSQL aborted the transaction (a serialization failure or a deadlock); nothing "
         "changed. Retry with the same key."
     ),
+    "dispute-not-found": _("The provider holds no dispute of this id."),
     "header-fields-too-large": _(
         "A header field is longer than the shop reads, or the request has too many of them."
     ),

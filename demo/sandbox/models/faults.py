@@ -24,6 +24,10 @@ class Fault(models.Model):
         CALLBACK_SHUFFLE = "callback_shuffle"
         CALLBACK_DROP = "callback_drop"
         LATE_SUCCESS = "late_success"
+        # A refund that succeeds now and fails after delay_s (a closed card).
+        REFUND_REVERSAL = "refund_reversal"
+        # A charge that succeeds now, is disputed after delay_s, and lost after as long.
+        DISPUTE_LOST = "dispute_lost"
 
     class Target(models.TextChoices):
         CHARGE = "charge"
