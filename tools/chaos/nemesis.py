@@ -17,7 +17,9 @@ Each kind is a thing that happens to real deployments:
 - ``terminate-backends``: ``pg_terminate_backend`` on a few of the app's
   database sessions, mid-transaction or idle;
 - ``provider-faults``: arm one or more of the sandbox's fault modes (stacked),
-  for charges or refunds, ``late_success`` included.
+  for charges or refunds, ``late_success`` included, and the money that moves
+  after the fact: ``refund_reversal`` (a refund that fails after succeeding)
+  for refunds, ``dispute_lost`` (a chargeback opened and lost) for charges.
 
 Every fault is written to the history with its time and what it hit.
 """
@@ -51,7 +53,11 @@ FAULT_MODES = [
     "callback_shuffle",
     "callback_drop",
     "late_success",
+    "refund_reversal",
+    "dispute_lost",
 ]
+# The modes that mean something for one target only: armed for it, whatever was drawn.
+ONLY_FOR = {"refund_reversal": "refund", "dispute_lost": "charge"}
 # A pause between two faults is drawn from this range (seconds); --pace scales it.
 PAUSE_S = (1.0, 4.0)
 # How long stop-redis keeps Redis down: long enough for every customer to meet it
@@ -203,8 +209,18 @@ class Nemesis:
         target = self.rng.choice(["charge", "charge", "refund"])
         armed = []
         for mode in self.rng.sample(FAULT_MODES, self.rng.choice([1, 1, 2, 3])):
-            fault = {"mode": mode, "target": target, "count": self.rng.randint(1, 5)}
-            if mode in ("timeout_after_commit", "late_success", "callback_shuffle"):
+            fault = {
+                "mode": mode,
+                "target": ONLY_FOR.get(mode, target),
+                "count": self.rng.randint(1, 5),
+            }
+            if mode in (
+                "timeout_after_commit",
+                "late_success",
+                "callback_shuffle",
+                "refund_reversal",
+                "dispute_lost",
+            ):
                 # Past the shop's provider timeout (2 s) for a timeout; a late
                 # success settles after at least a second (tools/chaos/books.py).
                 fault["delay_s"] = round(self.rng.uniform(1.0, 4.0), 1)
