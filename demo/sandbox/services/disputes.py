@@ -18,14 +18,14 @@ cannot be refunded any more (``charge_disputed``), as at a real provider.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from config.celery import whole_seconds
 from demo.sandbox.models import Charge, Dispute
 from demo.sandbox.services.declines import DISPUTE_REASON
+from demo.sandbox.services.later import task_at_commit
 from demo.sandbox.services.notifications import dispute_notifications_schedule
 from demo.sandbox.services.wallets import wallet_dispute_credit
 
@@ -34,23 +34,10 @@ def _new_dispute_id() -> str:
     return "D" + secrets.token_hex(10).upper()
 
 
-def _enqueue_at_commit(task_name: str, pk: int, at: datetime) -> None:
-    """Enqueue ``task_name(pk)`` to run at ``at``, once the transaction commits (robust:
-    a lost enqueue leaves the marker set, and the sweep does it later)."""
-
-    def enqueue_dispute_step() -> None:  # named: Django logs a robust hook's failure by name
-        from demo.sandbox import tasks  # registered only where the sandbox is served
-
-        countdown = max(0.0, (at - timezone.now()).total_seconds())
-        getattr(tasks, task_name).apply_async(args=(pk,), countdown=whole_seconds(countdown))
-
-    transaction.on_commit(enqueue_dispute_step, robust=True)
-
-
 def dispute_schedule(*, charge: Charge) -> None:
     """Enqueue the opening of the dispute scheduled on ``charge`` (``disputes_at``)."""
     assert charge.disputes_at is not None
-    _enqueue_at_commit("open_dispute", charge.pk, charge.disputes_at)
+    task_at_commit("open_dispute", charge.pk, charge.disputes_at)
 
 
 def dispute_open(*, charge_id: int) -> Dispute | None:
@@ -97,7 +84,7 @@ def dispute_open(*, charge_id: int) -> Dispute | None:
         wallet_dispute_credit(wallet_id=charge.wallet_id, amount=left)
         dispute_notifications_schedule(dispute=dispute)
         assert dispute.closes_at is not None
-        _enqueue_at_commit("close_dispute", dispute.pk, dispute.closes_at)
+        task_at_commit("close_dispute", dispute.pk, dispute.closes_at)
         return dispute
 
 

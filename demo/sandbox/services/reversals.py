@@ -21,33 +21,18 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from config.celery import whole_seconds
 from demo.sandbox.models import Charge, Notification, Refund
 from demo.sandbox.services.declines import DECLINE_REFUND_FAILED
 from demo.sandbox.services.faults import NO_FAULTS, AppliedFaults
+from demo.sandbox.services.later import task_at_commit
 from demo.sandbox.services.notifications import refund_notifications_schedule
 from demo.sandbox.services.wallets import wallet_uncredit
 
 
-def refund_reversal_enqueue(*, refund_id: int, countdown: float) -> None:
-    """Hand the reversal to Celery. Called only after the refund committed."""
-    # Imported here, as for notifications: the task is registered only where the
-    # sandbox is served.
-    from demo.sandbox.tasks import reverse_refund
-
-    reverse_refund.apply_async(args=(refund_id,), countdown=whole_seconds(countdown))
-
-
 def refund_reversal_schedule(*, refund: Refund) -> None:
-    """Enqueue the reversal of ``refund`` once its transaction commits (robust: a lost
-    enqueue leaves ``reverses_at`` set, and the sweep carries it out later)."""
+    """Enqueue the reversal of ``refund`` once its transaction commits."""
     assert refund.reverses_at is not None
-    countdown = max(0.0, (refund.reverses_at - timezone.now()).total_seconds())
-
-    def enqueue_refund_reversal() -> None:  # named: Django logs a robust hook's failure by name
-        refund_reversal_enqueue(refund_id=refund.pk, countdown=countdown)
-
-    transaction.on_commit(enqueue_refund_reversal, robust=True)
+    task_at_commit("reverse_refund", refund.pk, refund.reverses_at)
 
 
 def refund_reversal_settle(*, refund_id: int) -> Refund | None:

@@ -94,24 +94,28 @@ def sandbox_sweep_run_once(*, after_s: float = SWEEP_AFTER_S) -> SweepCounts:
     refunds_settled, failed_refunds = _each(
         "refund", refunds[:BATCH], lambda pk: refund_late_success_settle(refund_id=pk)
     )
-    reversals = Refund.objects.filter(
-        status=Refund.Status.SUCCESS, reverses_at__lt=cutoff
-    ).values_list("pk", flat=True)
-    reversed_, failed_reversals = _each(
-        "reversal", reversals[:BATCH], lambda pk: refund_reversal_settle(refund_id=pk)
-    )
-    to_open = Charge.objects.filter(
-        status=Charge.Status.SUCCESS, disputes_at__lt=cutoff
-    ).values_list("pk", flat=True)
-    opened, failed_openings = _each(
-        "dispute", to_open[:BATCH], lambda pk: dispute_open(charge_id=pk)
-    )
-    to_close = Dispute.objects.filter(status=Dispute.Status.OPEN, closes_at__lt=cutoff).values_list(
-        "pk", flat=True
-    )
-    closed, failed_closings = _each(
-        "dispute", to_close[:BATCH], lambda pk: dispute_close_lost(dispute_id=pk)
-    )
+    # What refund_reversal and dispute_lost scheduled whose message was lost.
+    scheduled = [
+        (
+            "reversal",
+            Refund.objects.filter(status=Refund.Status.SUCCESS, reverses_at__lt=cutoff),
+            lambda pk: refund_reversal_settle(refund_id=pk),
+        ),
+        (
+            "dispute",
+            Charge.objects.filter(status=Charge.Status.SUCCESS, disputes_at__lt=cutoff),
+            lambda pk: dispute_open(charge_id=pk),
+        ),
+        (
+            "dispute",
+            Dispute.objects.filter(status=Dispute.Status.OPEN, closes_at__lt=cutoff),
+            lambda pk: dispute_close_lost(dispute_id=pk),
+        ),
+    ]
+    (reversed_, failed_reversals), (opened, failed_openings), (closed, failed_closings) = [
+        _each(kind, rows.values_list("pk", flat=True)[:BATCH], work)
+        for kind, rows, work in scheduled
+    ]
     return SweepCounts(
         notifications_enqueued=enqueued,
         late_charges_settled=charges_settled,
