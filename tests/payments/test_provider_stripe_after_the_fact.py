@@ -65,7 +65,9 @@ def _today():
 
 
 def _refund(client: Any, order: Order, amount: int | None = None) -> Refund:
-    body = {"reason": "test"} if amount is None else {"amount": amount, "reason": "test"}
+    body: dict[str, Any] = {"reason": "test"}
+    if amount is not None:
+        body["amount"] = amount
     answer = client.post(
         f"/api/v1/orders/{order.number}/refunds/",
         body,
@@ -213,11 +215,12 @@ def test_a_429_is_waited_out_and_paging_goes_on_from_the_page_that_failed(
 
     def count_open_transactions(path: str) -> None:
         with psycopg.connect(**_libpq(connection.settings_dict), autocommit=True) as probe:
-            (open_,) = probe.execute(
+            row = probe.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
             ).fetchone()
-        open_while_asked.append(open_)
+        assert row is not None
+        open_while_asked.append(row[0])
 
     stripe_proxy.on_request = count_open_transactions
 
@@ -429,6 +432,7 @@ def test_a_second_payment_intent_naming_our_reference_is_a_stray_refunded(
     assert [
         r["amount"] for r in client.v1.refunds.list(params={"payment_intent": second["id"]}).data
     ] == [payment.amount]
+    assert payment.trade_no is not None
     assert client.v1.refunds.list(params={"payment_intent": payment.trade_no}).data == []
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
     row = ProviderNotification.objects.get(notify_id="evt_second")
