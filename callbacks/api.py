@@ -28,6 +28,9 @@ from edge.throttling import CallbackRateThrottle
 from observability import context
 from payments.providers import (
     ChargeStatus,
+    DisputeNotification,
+    DisputeStatus,
+    Notification,
     NotificationMalformed,
     NotificationNotApplied,
     NotificationSignatureInvalid,
@@ -36,7 +39,7 @@ from payments.providers import (
     RefundStatus,
     get_provider,
 )
-from payments.providers.sandbox_parsing import MAX_TEXT, REFUND_EVENT
+from payments.providers.sandbox_parsing import DISPUTE_EVENT, MAX_TEXT, REFUND_EVENT
 from payments.providers.sandbox_signature import (
     MAX_SIGNATURES,
     SIGNATURE_HEADER,
@@ -72,12 +75,38 @@ class RefundNotificationSerializer(serializers.Serializer):
     amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
     currency = serializers.RegexField(r"^[A-Z]{3}$", required=False)
     refunded_at = serializers.DateTimeField(required=False, allow_null=True)
+    # A REVERSED refund: when it failed after it went through.
+    reversed_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
-# A charge's notification has no ``event``; a refund's says ``"event": "refund"``.
+@extend_schema_serializer(component_name="SandboxDisputeNotification")
+class DisputeNotificationSerializer(serializers.Serializer):
+    """The body the sandbox signs and sends when a dispute opens or closes (schema only)."""
+
+    event = serializers.ChoiceField(choices=[DISPUTE_EVENT])
+    notify_id = StrictCharField(max_length=MAX_TEXT)
+    dispute_id = StrictCharField(max_length=MAX_TEXT)
+    trade_no = StrictCharField(max_length=MAX_TEXT)
+    out_trade_no = StrictCharField(max_length=MAX_TEXT)
+    status = serializers.ChoiceField(choices=[status.value for status in DisputeStatus])
+    amount = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    currency = serializers.RegexField(r"^[A-Z]{3}$")
+    reason = StrictCharField(max_length=MAX_TEXT, required=False)
+    withdrawn = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    reinstated = serializers.IntegerField(min_value=0, max_value=BIGINT_MAX)
+    opened_at = serializers.DateTimeField(required=False, allow_null=True)
+    closed_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+# A charge's notification has no ``event``; a refund's says ``"event": "refund"``, a
+# dispute's ``"event": "dispute"``.
 NOTIFICATION_BODY = PolymorphicProxySerializer(
     component_name="SandboxNotification",
-    serializers=[ChargeNotificationSerializer, RefundNotificationSerializer],
+    serializers=[
+        ChargeNotificationSerializer,
+        RefundNotificationSerializer,
+        DisputeNotificationSerializer,
+    ],
     resource_type_field_name=None,
 )
 
@@ -89,7 +118,8 @@ SIGNATURE_PARAMETER = OpenApiParameter(
     required=True,
     description=(
         '`t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`; up to '
-        f"{MAX_SIGNATURES} `v1` while secrets rotate. Older or newer than 300 s is refused."
+        f"{MAX_SIGNATURES} `v1` while secrets rotate. A `t` more than 300 s from the "
+        "shop's clock (older or newer) is refused."
     ),
 )
 
@@ -152,11 +182,7 @@ class SandboxCallbackApi(APIView):
         answer = callback_ingest(
             notification=notification, raw_body=raw_body, provider=provider.name
         )
-        status = (
-            notification.status
-            if isinstance(notification, RefundNotification)
-            else notification.trade_status
-        )
+        status = _status_of(notification)
         logger.info(
             "notification %s %s: %s%s",
             status,
@@ -177,7 +203,8 @@ STRIPE_SIGNATURE_PARAMETER = OpenApiParameter(
     required=True,
     description=(
         "Stripe's `t=<unix seconds>,v1=<hex HMAC-SHA256>`, verified by the official SDK "
-        "with STRIPE_WEBHOOK_SECRET; older or newer than 300 s is refused."
+        "with STRIPE_WEBHOOK_SECRET; a `t` more than 300 s old is refused. The SDK checks "
+        "the age only: a `t` ahead of the shop's clock passes."
     ),
 )
 
@@ -187,7 +214,13 @@ class StripeCallbackApi(APIView):
     Stripe's dashboard. Applied: payment_intent.succeeded / payment_failed /
     canceled, charge.refunded, refund.updated; any other verified event is stored
     and acknowledged. Unique on the event id per provider, in the effect's
-    transaction, as for the sandbox."""
+    transaction, as for the sandbox.
+
+    Every stored event is answered 200, whatever its outcome (a mismatch, a
+    reference the shop never used), with the outcome in the body: Stripe
+    retries anything else for days and may disable the endpoint, and a stored
+    event will never read differently. Only a bad signature (400) and an outage
+    (503, the database away) ask Stripe to send it again."""
 
     authentication_classes = []
     permission_classes = [AllowAny]
@@ -199,15 +232,18 @@ class StripeCallbackApi(APIView):
         parameters=[STRIPE_SIGNATURE_PARAMETER],
         summary="Stripe webhook event (signed)",
         responses={
-            200: OpenApiResponse(description="Received (applied, already applied, or stored)"),
+            200: OpenApiResponse(
+                description=(
+                    'Stored: `{"received": true, "outcome": ...}` (applied, duplicate, '
+                    "deferred, ignored; rejected or unmatched with the problem's `code` and "
+                    "`detail`), the same on every redelivery"
+                )
+            ),
             400: OpenApiResponse(
                 ProblemSerializer, description="`signature-invalid` or `callback-malformed`"
             ),
             404: OpenApiResponse(ProblemSerializer, description="the shop does not use Stripe"),
-            422: OpenApiResponse(
-                ProblemSerializer,
-                description="`callback-mismatch` or `callback-unknown-payment`: recorded",
-            ),
+            503: OpenApiResponse(ProblemSerializer, description="an outage: Stripe sends it again"),
         },
     )
     def post(self, request: Request) -> Response:
@@ -242,12 +278,20 @@ class StripeCallbackApi(APIView):
             raise CallbackMalformed(reason=str(error)) from error
         context.bind(out_trade_no=notification.out_trade_no, notify_id=notification.notify_id)
         answer = callback_ingest(
-            notification=notification, raw_body=raw_body, provider=provider.name
+            notification=notification,
+            raw_body=raw_body,
+            provider=provider.name,
+            acknowledge_stored=True,
         )
-        response = Response(answer.body, status=answer.status)
-        if answer.status >= 400:
-            response.content_type = PROBLEM_CONTENT_TYPE
-        return response
+        return Response(answer.body, status=answer.status)
+
+
+def _status_of(notification: Notification | RefundNotification | DisputeNotification) -> str:
+    if isinstance(notification, RefundNotification):
+        return notification.status
+    if isinstance(notification, DisputeNotification):
+        return f"dispute {notification.dispute.status}"
+    return notification.trade_status
 
 
 def _is_own_endpoint(provider: PaymentProvider, request: Request) -> bool:

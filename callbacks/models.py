@@ -25,6 +25,7 @@ class ProviderNotification(models.Model):
     class Event(models.TextChoices):
         CHARGE = "charge"
         REFUND = "refund"
+        DISPUTE = "dispute"  # a dispute of a charge (trade_no) opened, moved money or closed
         OTHER = "other"  # any other verified event (its type is in trade_status)
 
     provider = models.CharField(max_length=32, default="sandbox")
@@ -35,6 +36,8 @@ class ProviderNotification(models.Model):
     # Refund notifications: our reference and the provider's id for the refund.
     out_refund_no = models.CharField(max_length=64, blank=True, default="")
     refund_id = models.CharField(max_length=64, blank=True, default="")
+    # Dispute notifications: the provider's id for the dispute (its status in trade_status).
+    dispute_id = models.CharField(max_length=64, blank=True, default="")
     trade_status = models.CharField(max_length=16)
     amount = models.BigIntegerField()
     currency = models.CharField(max_length=3)

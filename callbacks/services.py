@@ -7,7 +7,10 @@ provider gets its 2xx and stops retrying. The effect goes through
 ``payment_settle``, the same service the pay flow and the reconciler use, so
 whichever of the synchronous answer and the notification arrives first settles
 the attempt, and the other changes nothing. Refund notifications (``event:
-refund``) take the same way into ``refund_settle``.
+refund``) take the same way into ``refund_settle``, dispute notifications into
+``dispute_apply`` (a chargeback moves money without the shop asking: the
+provider's whole account of the dispute is in the notification, and each of
+its movements is booked once, whatever order they arrive in).
 
 What cannot be applied (deferred: it contradicts what we hold; rejected: another
 amount) is recorded and left unresolved: the reconciler asks the provider, whose
@@ -31,12 +34,21 @@ from callbacks.errors import CallbackMalformed, CallbackMismatch, CallbackUnknow
 from callbacks.models import ProviderNotification
 from edge.bounds import columns_problems
 from edge.errors import ApplicationError
+from payments.disputes import DisputeOutcome, dispute_apply
 from payments.models import Payment, Refund
-from payments.providers import ChargeResult, Notification, RefundNotification, RefundResult
+from payments.providers import (
+    ChargeResult,
+    DisputeNotification,
+    Notification,
+    RefundNotification,
+    RefundResult,
+)
 from payments.refunds import refund_settle
 from payments.services import Settlement, payment_settle
 
 Outcome = ProviderNotification.Outcome
+
+AnyNotification = Notification | RefundNotification | DisputeNotification
 
 # What we answer when we took the notification (applied or not): the body the
 # provider sees is the same whatever our bookkeeping concluded.
@@ -56,9 +68,19 @@ def _stored(row: ProviderNotification) -> IngestAnswer:
 
 
 def callback_ingest(
-    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str
+    *,
+    notification: AnyNotification,
+    raw_body: bytes,
+    provider: str,
+    acknowledge_stored: bool = False,
 ) -> IngestAnswer:
-    """Record ``notification`` and apply it once; a redelivery replays the first answer."""
+    """Record ``notification`` and apply it once; a redelivery replays the first answer.
+
+    ``acknowledge_stored``: answer 200 for everything stored, the outcome (and for a
+    refusal, its code and reason) in the body, for a provider that retries every
+    other answer for days and may switch the endpoint off (Stripe). Otherwise a
+    refusal is its problem+json (422), as the sandbox's contract says.
+    """
     _refuse_unstorable(notification)
     # A duplicate costs one indexed lookup, no write: the common case under retries.
     if first := ProviderNotification.objects.filter(
@@ -67,7 +89,12 @@ def callback_ingest(
         return _stored(first)
     try:
         with transaction.atomic():
-            return _ingest(notification=notification, raw_body=raw_body, provider=provider)
+            return _ingest(
+                notification=notification,
+                raw_body=raw_body,
+                provider=provider,
+                acknowledge_stored=acknowledge_stored,
+            )
     except IntegrityError:
         # A concurrent delivery of the same notify_id committed first (our INSERT
         # waited on its unique entry): its effect is in; answer what it answered.
@@ -76,7 +103,7 @@ def callback_ingest(
         )
 
 
-def _refuse_unstorable(notification: Notification | RefundNotification) -> None:
+def _refuse_unstorable(notification: AnyNotification) -> None:
     """400 for a value no column of ours can hold (too long, NUL, beyond bigint).
 
     Signed by the provider, so a provider bug, not an attack; still refused before
@@ -84,19 +111,37 @@ def _refuse_unstorable(notification: Notification | RefundNotification) -> None:
     field of the notification that has a column of the same name is checked.
     """
     columns = {field.name for field in ProviderNotification._meta.get_fields()}
+    # A dispute notification's fields are its dispute's (its status goes in trade_status).
+    fields = notification.dispute if isinstance(notification, DisputeNotification) else notification
     values = {
-        field.name: getattr(notification, field.name)
-        for field in dataclasses.fields(notification)
+        field.name: getattr(fields, field.name)
+        for field in dataclasses.fields(fields)
         if field.name in columns
     }
+    values["notify_id"] = notification.notify_id
     if problems := columns_problems(ProviderNotification, values):
         raise CallbackMalformed(reason="; ".join(problems))
 
 
 def _ingest(
-    *, notification: Notification | RefundNotification, raw_body: bytes, provider: str
+    *,
+    notification: AnyNotification,
+    raw_body: bytes,
+    provider: str,
+    acknowledge_stored: bool,
 ) -> IngestAnswer:
-    if isinstance(notification, RefundNotification):
+    if isinstance(notification, DisputeNotification):
+        dispute = notification.dispute
+        outcome, reason, error = _apply_dispute(notification)
+        row = ProviderNotification(
+            event=ProviderNotification.Event.DISPUTE,
+            trade_no=dispute.trade_no,
+            dispute_id=dispute.dispute_id,
+            trade_status=dispute.status,
+            payment=Payment.objects.filter(trade_no=dispute.trade_no).first(),
+        )
+        amount, currency = dispute.amount, dispute.currency
+    elif isinstance(notification, RefundNotification):
         refund = Refund.objects.filter(refund_no=notification.out_refund_no).first()
         outcome, reason, error = _apply_refund(notification, refund)
         row = ProviderNotification(
@@ -106,23 +151,36 @@ def _ingest(
             trade_status=notification.status,
             refund_attempt=refund,
         )
+        amount, currency = notification.amount, notification.currency or ""
     else:
         payment = Payment.objects.filter(out_trade_no=notification.out_trade_no).first()
         outcome, reason, error = _apply(notification, payment)
         row = ProviderNotification(
             trade_no=notification.trade_no, trade_status=notification.trade_status, payment=payment
         )
+        amount, currency = notification.amount, notification.currency
     status, body = (error.status, error.to_problem()) if error else (200, RECEIVED)
+    if acknowledge_stored:
+        status, body = 200, _acknowledgement(outcome, error)
     row.provider = provider
     row.notify_id = notification.notify_id
     row.out_trade_no = notification.out_trade_no
-    row.amount = notification.amount
-    row.currency = notification.currency or ""
+    row.amount = amount
+    row.currency = currency
     row.raw_payload = raw_body.decode()
     row.outcome, row.reason = outcome, reason
     row.response_status, row.response_body = status, body
     row.save(force_insert=True)
     return IngestAnswer(status, body, outcome, replayed=False)
+
+
+def _acknowledgement(outcome: str, error: ApplicationError | None) -> dict[str, Any]:
+    """The 200 body of a stored notification: received, and what the shop made of it."""
+    body: dict[str, Any] = {**RECEIVED, "outcome": outcome}
+    if error is not None:
+        problem = error.to_problem()
+        body.update(code=problem["code"], detail=problem.get("reason") or problem["detail"])
+    return body
 
 
 def _mismatch(
@@ -197,6 +255,22 @@ def _apply_refund(
     return _settled(settled.outcome, settled.reason)
 
 
+def _apply_dispute(notification: DisputeNotification) -> tuple[str, str, ApplicationError | None]:
+    outcome, _ = dispute_apply(account=notification.dispute)
+    match outcome:
+        case DisputeOutcome.APPLIED:
+            return Outcome.APPLIED, "", None
+        case DisputeOutcome.ALREADY_APPLIED:
+            return Outcome.DUPLICATE, "", None
+        case DisputeOutcome.UNKNOWN_PAYMENT:
+            reason = f"no payment of ours is charge {notification.dispute.trade_no}"
+            return Outcome.UNMATCHED, reason, CallbackUnknownPayment(reason=reason)
+        case DisputeOutcome.CONFLICT:
+            # Not applied and not guessed: the reconciler asks the provider about it.
+            return Outcome.DEFERRED, "the dispute contradicts the books: asking", None
+    raise AssertionError(outcome)
+
+
 # Rows per UPDATE: each batch is its own short statement, never one long lock.
 STRIP_BATCH_SIZE = 1000
 
@@ -243,11 +317,11 @@ def callback_store_unapplied(
         outcome=Outcome.IGNORED,
         reason=kind,
         response_status=200,
-        response_body=RECEIVED,
+        response_body={**RECEIVED, "outcome": Outcome.IGNORED.value, "type": kind},
     )
     try:
         with transaction.atomic():
             row.save(force_insert=True)
     except IntegrityError:
         return _stored(ProviderNotification.objects.get(provider=provider, notify_id=notify_id))
-    return IngestAnswer(200, RECEIVED, Outcome.IGNORED, replayed=False)
+    return IngestAnswer(200, row.response_body, Outcome.IGNORED, replayed=False)

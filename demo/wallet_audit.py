@@ -7,11 +7,14 @@ Read through the provider's API (``PaymentProvider.wallet``), never its tables:
 the provider is a third party, and the audit must catch it misbehaving too.
 For every payer we have payments of: every successful charge is the one
 capture of a PAID (or REFUNDED) order (through ``out_trade_no``, same trade,
-amount and currency) or an orphaned capture refunded in full; every SUCCEEDED
+amount and currency) or an orphaned capture given back in full; every SUCCEEDED
 payment has its charge; and per currency the payer's net debit at the provider
-(successful charges - successful refunds) equals our ledger's captured minus
-refunded, orphaned captures and their refunds included. Money of two
-currencies is never added.
+(successful charges - successful refunds - what disputes gave back) equals our
+ledger's net (captures, less refunds, plus their reversals, less disputes'
+withdrawals, plus their reinstatements), orphaned captures and their refunds
+included. A refund reversed is no longer a successful one at the provider,
+and our reversal entry takes it back out of ours. Money of two currencies is
+never added.
 
 A charge whose attempt is still unsettled and younger than RECONCILE_AFTER_S is
 in flight (a request is between the provider's answer and its settlement): it
@@ -26,13 +29,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from django.db.models import Sum
-from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_noop as _
 
 from edge.money import money
 from orders.models import Order
 from payments.models import (
-    CAPTURE_KINDS,
+    MONEY_IN_KINDS,
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
     LedgerEntry,
@@ -44,6 +46,7 @@ from payments.models import (
 from payments.providers import (
     ChargeResult,
     ChargeStatus,
+    DisputeResult,
     KeepsWallets,
     PaymentProvider,
     ProviderOutcomeUnknown,
@@ -125,8 +128,19 @@ def _payer(ctx: AuditContext, provider: KeepsWallets, *, payer: str) -> list[Fin
             updated_at__gte=ctx.in_flight_since,
         ).values_list("refund_no", flat=True)
     )
+    disputes = list(statement.disputes if statement else ())
+    disputed = sum(d.withdrawn - d.reinstated for d in disputes)
+    if statement and statement.disputed_total != disputed:
+        message = (
+            f"the provider's disputed_total for {payer!r} is {statement.disputed_total}, "
+            f"its disputes add up to {disputed}"
+        )
+        findings.append(Finding(WALLET_MATCHES_ORDERS, message, {"payer": payer}))
     findings += _totals_per_currency(
-        payer=payer, charges=settled, refunds=[r for r in refunds if r.out_refund_no not in young]
+        payer=payer,
+        charges=settled,
+        refunds=[r for r in refunds if r.out_refund_no not in young],
+        disputes=disputes,
     )
     # A capture of a reference we hold no attempt for, found and refunded in full
     # (reconcile/recovery/strays.py): booked by its refund, not by an order.
@@ -176,7 +190,11 @@ def _in_flight(payment: Payment | None, *, since: datetime) -> bool:
 
 
 def _totals_per_currency(
-    *, payer: str, charges: list[ChargeResult], refunds: list[RefundResult]
+    *,
+    payer: str,
+    charges: list[ChargeResult],
+    refunds: list[RefundResult],
+    disputes: list[DisputeResult],
 ) -> list[Finding]:
     """Per currency: the provider's net debit of the payer = our ledger's net."""
     provider_net: Counter[str] = Counter()
@@ -184,6 +202,8 @@ def _totals_per_currency(
         provider_net[charge.currency or "?"] += charge.amount or 0
     for refund in refunds:
         provider_net[refund.currency or "?"] -= refund.amount or 0
+    for dispute in disputes:
+        provider_net[dispute.currency] -= dispute.withdrawn - dispute.reinstated
     ledger_net: Counter[str] = Counter()
     for currency, kind, total in (
         LedgerEntry.objects.filter(payment__payer=payer)
@@ -191,7 +211,7 @@ def _totals_per_currency(
         .annotate(total=Sum("amount"))
         .values_list("currency", "kind", "total")
     ):
-        ledger_net[currency] += total if kind in CAPTURE_KINDS else -total
+        ledger_net[currency] += total if kind in MONEY_IN_KINDS else -total
     return [
         Finding(
             WALLET_MATCHES_ORDERS,
@@ -211,15 +231,25 @@ def _known(currency: str) -> str | None:
 
 def _charge_is_booked(charge: ChargeResult, payment: Payment | None) -> bool:
     """The charge is our SUCCEEDED attempt of a PAID (REFUNDED) order, same trade,
-    amount and currency; or an orphaned capture of ours whose refunds gave all of it
-    back."""
+    amount and currency; or an orphaned capture of ours whose refunds (less their
+    reversals) and disputes gave all of it back."""
     if payment is None or payment.trade_no != charge.trade_no:
         return False
     if payment.status == PaymentStatus.ORPHANED:
-        refunded = LedgerEntry.objects.filter(
-            payment=payment, kind=LedgerEntry.Kind.ORPHAN_REFUND
-        ).aggregate(total=Coalesce(Sum("amount"), 0))["total"]
-        return bool(refunded == charge.amount)
+        totals = dict(
+            LedgerEntry.objects.filter(payment=payment)
+            .values("kind")
+            .annotate(total=Sum("amount"))
+            .values_list("kind", "total")
+        )
+        kind = LedgerEntry.Kind
+        given_back = (
+            totals.get(kind.ORPHAN_REFUND, 0)
+            - totals.get(kind.ORPHAN_REFUND_REVERSAL, 0)
+            + totals.get(kind.DISPUTE_WITHDRAWAL, 0)
+            - totals.get(kind.DISPUTE_REINSTATEMENT, 0)
+        )
+        return bool(given_back == charge.amount)
     return (
         payment.status == PaymentStatus.SUCCEEDED
         and payment.order.status in (Order.Status.PAID, Order.Status.REFUNDED)

@@ -51,6 +51,7 @@ MEANINGS: dict[str, str] = {
         "PostgreSQL aborted the transaction (a serialization failure or a deadlock); nothing "
         "changed. Retry with the same key."
     ),
+    "dispute-not-found": _("The provider holds no dispute of this id."),
     "header-fields-too-large": _(
         "A header field is longer than the shop reads, or the request has too many of them."
     ),
@@ -76,9 +77,10 @@ MEANINGS: dict[str, str] = {
         "After`."
     ),
     "idempotency-key-reused": _(
-        "The key already created an order whose idempotency record has since been reaped. "
-        "Within the retention window the record replays instead; after it, the unique (user, "
-        "key) index on orders still refuses a second order."
+        "The key already created an order, or started a refund of this order, and its "
+        "idempotency record has since been reaped. Within the retention window the record "
+        "replays instead; after it, the unique (user, key) index on orders and the unique "
+        "(order, key) index on refunds still refuse a second order or a second refund."
     ),
     "internal-error": _(
         "Something unexpected failed. The step that failed was rolled back; retry with the "

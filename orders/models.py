@@ -42,6 +42,11 @@ def _fully_refunded(order: Any) -> bool:
     return bool(order.refunded_amount == order.amount)
 
 
+def _not_fully_refunded(order: Any) -> bool:
+    """The condition of REFUNDED -> PAID: a refund reversed, so not all of it is back."""
+    return bool(order.refunded_amount < order.amount)
+
+
 class Order(ConcurrentTransitionMixin, models.Model):
     """An order and its state machine: UNPAID -> PAID -> REFUNDED, UNPAID -> CANCELLED.
 
@@ -53,7 +58,8 @@ class Order(ConcurrentTransitionMixin, models.Model):
     UNPAID -> PAID in ``payments.services.payment_settle`` (its ``_settle``; for many
     orders at once, ``payments.batches.payment_settle_many``), UNPAID -> CANCELLED in
     ``orders.services.order_cancel``, PAID -> REFUNDED in
-    ``payments.refunds.refund_settle``.
+    ``payments.refunds.refund_settle``, and back REFUNDED -> PAID when a refund
+    reverses (the provider could not pay it out) in ``payments.reversals``.
     """
 
     class Status(models.TextChoices):
@@ -135,6 +141,15 @@ class Order(ConcurrentTransitionMixin, models.Model):
     )
     def mark_refunded(self) -> None:
         """Only once the whole amount went back: a partial refund leaves the order PAID."""
+
+    @transition(
+        field=status,
+        source=Status.REFUNDED,
+        target=Status.PAID,
+        conditions=[_not_fully_refunded],
+    )
+    def mark_unrefunded(self) -> None:
+        """A refund failed after it succeeded: the money is ours again, the order PAID."""
 
 
 class OrderLine(models.Model):

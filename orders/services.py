@@ -46,7 +46,7 @@ def product_create(*, sku: str, name: str, price: int, currency: str, stock: int
                     product=product, kind=InventoryMovement.Kind.RECEIPT, quantity=stock
                 )
     except IntegrityError as error:
-        if _violated_constraint(error) == "product_sku_unique":
+        if violated_constraint(error) == "product_sku_unique":
             raise SkuExists() from error
         raise
     return product
@@ -57,7 +57,8 @@ def _new_order_number() -> str:
     return f"{timezone.now():%Y%m%d}-{secrets.token_hex(5).upper()}"
 
 
-def _violated_constraint(error: IntegrityError) -> str | None:
+def violated_constraint(error: IntegrityError) -> str | None:
+    """The name of the constraint an IntegrityError reports (PostgreSQL's diagnostics)."""
     diag = getattr(error.__cause__, "diag", None)
     return getattr(diag, "constraint_name", None)
 
@@ -182,7 +183,7 @@ def order_create(
             for product in products:
                 _reserve(product=product, quantity=quantities[product.sku])
     except IntegrityError as error:
-        if _violated_constraint(error) != "order_one_per_user_key":
+        if violated_constraint(error) != "order_one_per_user_key":
             raise
         existing = Order.objects.get(user_id=user_id, idempotency_key=idempotency_key)
         raise OrderKeyReused(order=existing.number) from error

@@ -132,8 +132,9 @@ class OrderRefundApi(IdempotentApi):
                 ProblemSerializer,
                 description=(
                     "`order-not-refundable` (not PAID, or a refund in progress; stored), "
-                    "`refund-exceeds-paid` (more than is left to refund; stored) or "
-                    "`idempotency-key-in-use`"
+                    "`refund-exceeds-paid` (more than is left to refund; stored), "
+                    "`idempotency-key-reused` (the key already refunded this order and its "
+                    "record expired) or `idempotency-key-in-use`"
                 ),
             ),
             503: OpenApiResponse(

@@ -5,6 +5,7 @@ from typing import Any
 from django.utils.translation import gettext_noop
 
 from edge.errors import ApplicationError
+from orders.errors import OrderKeyReused
 
 
 class OrderNotPayable(ApplicationError):
@@ -106,6 +107,19 @@ class RefundExceedsPaid(ApplicationError):
     title = gettext_noop("Refund exceeds what was paid")
     default_detail = "The refund is larger than what is left to refund of this order."
     final = True
+
+
+class RefundKeyReused(OrderKeyReused):
+    """The key already started a refund of this order, and its record has been reaped.
+
+    The same code as order creation's: after the retention window the unique
+    (order, key) index on refund attempts still refuses a second refund.
+    """
+
+    default_detail = (
+        "This Idempotency-Key already started a refund of this order and its record has "
+        "expired; use a new key for a new refund."
+    )
 
 
 class RefundDeclined(ApplicationError):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class PaymentStatus(models.TextChoices):
@@ -85,6 +85,9 @@ class RefundAttemptStatus(models.TextChoices):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"  # the provider declined it
     UNKNOWN = "UNKNOWN"  # the provider timed out or failed: reconcile, never guess
+    # Succeeded, then failed at the provider (a closed card): the money came back to
+    # the shop, a reversing ledger entry books it, and the payer still awaits it.
+    REVERSED = "REVERSED"
 
 
 UNSETTLED_REFUND_STATUSES = (RefundAttemptStatus.PENDING, RefundAttemptStatus.UNKNOWN)
@@ -119,6 +122,10 @@ class Refund(models.Model):
     currency = models.CharField(max_length=3)
     reason = models.CharField(max_length=200, blank=True, default="")
     failure_code = models.CharField(max_length=64, blank=True, default="")
+    # The Idempotency-Key of the request that started it: one refund per (order, key)
+    # for the order's life, even once the key's record is reaped. NULL for an orphaned
+    # capture's refunds, which no request starts (NULLs never collide on the index).
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     settled_at = models.DateTimeField(null=True, blank=True)
@@ -133,6 +140,9 @@ class Refund(models.Model):
                 fields=["order"],
                 condition=Q(status__in=UNSETTLED_REFUND_STATUSES),
                 name="refund_one_live_per_order",
+            ),
+            models.UniqueConstraint(
+                fields=["order", "idempotency_key"], name="refund_one_per_order_key"
             ),
             # An orphaned capture is refunded by one attempt at a time ...
             models.UniqueConstraint(
@@ -167,35 +177,103 @@ class LedgerKind(models.TextChoices):
     REFUND = "refund"  # money given back from an order's capture
     ORPHAN_CAPTURE = "orphan_capture"  # captured for an attempt the order could not take
     ORPHAN_REFUND = "orphan_refund"  # ... and given back
+    # A refund that failed after it succeeded: its money came back to us.
+    REFUND_REVERSAL = "refund_reversal"
+    ORPHAN_REFUND_REVERSAL = "orphan_refund_reversal"
+    # A dispute (chargeback) took a capture's money back to the payer ...
+    DISPUTE_WITHDRAWAL = "dispute_withdrawal"
+    # ... and, won, gave it back to us.
+    DISPUTE_REINSTATEMENT = "dispute_reinstatement"
 
 
 CAPTURE_KINDS = (LedgerKind.CAPTURE, LedgerKind.ORPHAN_CAPTURE)
 REFUND_KINDS = (LedgerKind.REFUND, LedgerKind.ORPHAN_REFUND)
+REVERSAL_KINDS = (LedgerKind.REFUND_REVERSAL, LedgerKind.ORPHAN_REFUND_REVERSAL)
+DISPUTE_KINDS = (LedgerKind.DISPUTE_WITHDRAWAL, LedgerKind.DISPUTE_REINSTATEMENT)
+# The kinds that bring money to the shop; every other kind takes it back to the payer.
+MONEY_IN_KINDS = (*CAPTURE_KINDS, *REVERSAL_KINDS, LedgerKind.DISPUTE_REINSTATEMENT)
+
+
+class DisputeStatus(models.TextChoices):
+    OPEN = "OPEN"  # the payer's bank disputes the charge; a person may answer it
+    WON = "WON"  # closed in our favour: what was withdrawn came back
+    LOST = "LOST"  # closed in the payer's favour: the money stays with the payer
+
+
+class Dispute(models.Model):
+    """A chargeback of one captured attempt, as the provider tells it: one row per
+    provider dispute id, however often it is notified or listed.
+
+    Its money is in the ledger, one entry per direction (withdrawn, reinstated),
+    unique per dispute; ``withdrawn`` and ``reinstated`` say what those entries
+    hold. The status moves OPEN -> WON or LOST once, by a conditional update, and
+    a closed dispute never reopens. The order is not touched: it was paid and
+    stays PAID (or REFUNDED); what the payer got back through the dispute is the
+    dispute's, never counted in the order's ``refunded_amount``.
+    """
+
+    Status = DisputeStatus
+
+    dispute_id = models.CharField(max_length=64, unique=True)  # the provider's id
+    payment = models.ForeignKey(Payment, on_delete=models.PROTECT, related_name="disputes")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
+    amount = models.PositiveBigIntegerField()
+    currency = models.CharField(max_length=3)
+    reason = models.CharField(max_length=64, blank=True, default="")
+    withdrawn = models.PositiveBigIntegerField(default=0)
+    reinstated = models.PositiveBigIntegerField(default=0)
+    opened_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["opened_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(reinstated__lte=F("withdrawn")),
+                name="dispute_reinstates_at_most_what_it_withdrew",
+            ),
+            models.CheckConstraint(
+                condition=Q(status=DisputeStatus.OPEN, closed_at__isnull=True)
+                | (~Q(status=DisputeStatus.OPEN) & Q(closed_at__isnull=False)),
+                name="dispute_closed_at_iff_closed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dispute_id} ({self.status})"
 
 
 class LedgerEntry(models.Model):
-    """Money that moved at the provider: one row per capture and per refund.
+    """Money that moved at the provider: one row per capture, refund, refund reversal
+    and dispute movement.
 
     Unique indexes say what may never happen twice, whatever a bug above does:
     one capture per order, one capture (of either kind) per attempt and per
-    provider charge (``trade_no``), one entry per refund attempt and per
-    provider refund (``refund_id``). Captures are positive in the books,
-    refunds are subtracted; the audit adds them up against the provider.
+    provider charge (``trade_no``), one refund entry and one reversal per refund
+    attempt and per provider refund (``refund_id``), one withdrawal and one
+    reinstatement per dispute. ``MONEY_IN_KINDS`` (captures, reversals,
+    reinstatements) are positive in the books, the others subtracted; the audit
+    adds them up against the provider.
     """
 
     Kind = LedgerKind
 
-    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CAPTURE)
+    kind = models.CharField(max_length=24, choices=Kind.choices, default=Kind.CAPTURE)
     order = models.ForeignKey(
         "orders.Order", on_delete=models.PROTECT, related_name="ledger_entries"
     )
     # The captured attempt (for a refund: the one it gives money back from).
     payment = models.ForeignKey(Payment, on_delete=models.PROTECT, related_name="ledger_entries")
-    # A refund entry: the refund attempt it books, and the provider's id for it.
-    refund_attempt = models.OneToOneField(
-        Refund, on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_entry"
+    # A refund (or its reversal): the refund attempt it books, and the provider's id.
+    refund_attempt = models.ForeignKey(
+        Refund, on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_entries"
     )
-    refund_id = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    refund_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    # A dispute's withdrawal or reinstatement: the dispute it books.
+    dispute = models.ForeignKey(
+        Dispute, on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_entries"
+    )
     trade_no = models.CharField(max_length=64)  # the provider's charge
     amount = models.PositiveBigIntegerField()
     currency = models.CharField(max_length=3)
@@ -219,17 +297,56 @@ class LedgerEntry(models.Model):
                 condition=Q(kind__in=CAPTURE_KINDS),
                 name="ledger_one_capture_per_trade_no",
             ),
-            # A capture names no refund; a refund names its attempt and the provider's id.
+            # Each refund attempt and each provider refund: booked once, reversed once.
+            models.UniqueConstraint(
+                fields=["refund_attempt"],
+                condition=Q(kind__in=REFUND_KINDS),
+                name="ledger_one_refund_per_refund_attempt",
+            ),
+            models.UniqueConstraint(
+                fields=["refund_id"],
+                condition=Q(kind__in=REFUND_KINDS),
+                name="ledger_one_refund_per_refund_id",
+            ),
+            models.UniqueConstraint(
+                fields=["refund_attempt"],
+                condition=Q(kind__in=REVERSAL_KINDS),
+                name="ledger_one_reversal_per_refund_attempt",
+            ),
+            models.UniqueConstraint(
+                fields=["refund_id"],
+                condition=Q(kind__in=REVERSAL_KINDS),
+                name="ledger_one_reversal_per_refund_id",
+            ),
+            models.UniqueConstraint(
+                fields=["dispute", "kind"],
+                condition=Q(kind__in=DISPUTE_KINDS),
+                name="ledger_one_movement_per_dispute_and_direction",
+            ),
+            # A capture names no refund nor dispute; a refund (or its reversal) names
+            # its attempt and the provider's id; a dispute's movement names the dispute.
             models.CheckConstraint(
                 condition=(
-                    Q(kind__in=CAPTURE_KINDS, refund_attempt__isnull=True, refund_id__isnull=True)
+                    Q(
+                        kind__in=CAPTURE_KINDS,
+                        refund_attempt__isnull=True,
+                        refund_id__isnull=True,
+                        dispute__isnull=True,
+                    )
                     | Q(
-                        kind__in=REFUND_KINDS,
+                        kind__in=[*REFUND_KINDS, *REVERSAL_KINDS],
                         refund_attempt__isnull=False,
                         refund_id__isnull=False,
+                        dispute__isnull=True,
+                    )
+                    | Q(
+                        kind__in=DISPUTE_KINDS,
+                        refund_attempt__isnull=True,
+                        refund_id__isnull=True,
+                        dispute__isnull=False,
                     )
                 ),
-                name="ledger_refund_fields_match_kind",
+                name="ledger_fields_match_kind",
             ),
         ]
 

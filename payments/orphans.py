@@ -35,6 +35,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from orders.models import Order
+from payments.disputes import payment_disputed
 from payments.locks import lock_order_and_payment, lock_order_and_refund
 from payments.models import (
     LIVE_STATUSES,
@@ -62,6 +63,9 @@ logger = logging.getLogger(__name__)
 # The failure code of a refund attempt cancelled before it was sent, because an
 # earlier attempt of the same capture was carried out late (never sent twice).
 SUPERSEDED = "superseded"
+# Refund attempts that gave nothing back, after which the next one may start: a
+# decline, and a refund that failed after it succeeded (payments/reversals.py).
+_GAVE_NOTHING_BACK = (RefundAttemptStatus.FAILED, RefundAttemptStatus.REVERSED)
 
 
 class OrphanOutcome(enum.Enum):
@@ -183,9 +187,10 @@ def orphan_refund_start(
     counted, and claimed only then. None: due at once.
     """
     # Read without a lock (the provider is asked outside any transaction); the
-    # locked transaction below checks again before it writes.
+    # locked transaction below checks again before it writes. Declined and reversed
+    # attempts gave nothing back; any other is in flight or done.
     earlier = list(Refund.objects.filter(payment_id=payment_id, order__isnull=True))
-    if any(refund.status != RefundAttemptStatus.FAILED for refund in earlier):
+    if any(refund.status not in _GAVE_NOTHING_BACK for refund in earlier):
         return None
     if earlier:
         try:
@@ -201,8 +206,10 @@ def orphan_refund_start(
         if payment.status != PaymentStatus.ORPHANED:
             return None
         refunds = Refund.objects.filter(payment=payment, order__isnull=True)
-        if refunds.exclude(status=RefundAttemptStatus.FAILED).exists():
+        if refunds.exclude(status__in=_GAVE_NOTHING_BACK).exists():
             return None
+        if payment_disputed(payment_id=payment.pk):
+            return None  # a dispute decides where this money goes (payments/disputes.py)
         capture = LedgerEntry.objects.get(payment=payment, kind=LedgerEntry.Kind.ORPHAN_CAPTURE)
         declined = refunds.count()
         return Refund.objects.create(

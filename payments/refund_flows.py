@@ -74,7 +74,7 @@ def order_refund_flow(
         match record.recovery_point:
             case RefundPoint.STARTED:
                 _settle_earlier_refunds(request=request, provider=provider)
-                atomic_phase(record, partial(_start_refund, request=request))
+                atomic_phase(record, partial(_start_refund, request=request, record=record))
             case RefundPoint.REFUND_CREATED:
                 attempt_id = record.resource_id
                 assert attempt_id is not None
@@ -132,13 +132,14 @@ def _settle_earlier_refunds(*, request: RefundRequest, provider: PaymentProvider
             refund_settle(refund_attempt_id=earlier.pk, result=account, confirmed=True)
 
 
-def _start_refund(*, request: RefundRequest) -> MoveTo:
+def _start_refund(*, request: RefundRequest, record: IdempotencyKey) -> MoveTo:
     refund = refund_create(
         user_id=request.user_id,
         is_staff=request.is_staff,
         order_number=request.order_number,
         amount=request.amount,
         reason=request.reason,
+        idempotency_key=record.key,
     )
     return MoveTo(RefundPoint.REFUND_CREATED, resource_type="refund", resource_id=refund.pk)
 
@@ -186,7 +187,9 @@ def _finish_refund(*, refund_attempt_id: int, result: RefundResult | None) -> Re
                 resource_type="refund",
                 resource_id=refund.pk,
             )
-        case RefundAttemptStatus.FAILED:
+        case RefundAttemptStatus.FAILED | RefundAttemptStatus.REVERSED:
+            # REVERSED: it went through, then the provider could not pay it out, and
+            # the money is back with the shop: for the customer, nothing came back.
             error = RefundDeclined(refund=refund.refund_no, reason=refund.failure_code)
             # Returned, not raised: the refund's FAILED state commits with the answer.
             return replace(Respond.from_error(error), resource_type="refund", resource_id=refund.pk)

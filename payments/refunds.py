@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -23,7 +23,9 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
-from payments.errors import OrderNotRefundable, RefundExceedsPaid
+from orders.services import violated_constraint
+from payments.disputes import payment_disputed
+from payments.errors import OrderNotRefundable, RefundExceedsPaid, RefundKeyReused
 from payments.locks import lock_order_and_refund, orders_to_lock
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
@@ -34,6 +36,7 @@ from payments.models import (
     RefundAttemptStatus,
 )
 from payments.providers import PaymentProvider, ProviderRejected, RefundResult, RefundStatus
+from payments.reversals import ReversalConflict, refund_reverse
 from payments.services import Settlement
 
 logger = logging.getLogger(__name__)
@@ -67,11 +70,19 @@ class RefundRequest:
 
 
 def refund_create(
-    *, user_id: int, is_staff: bool, order_number: str, amount: int | None, reason: str
+    *,
+    user_id: int,
+    is_staff: bool,
+    order_number: str,
+    amount: int | None,
+    reason: str,
+    idempotency_key: str | None = None,
 ) -> Refund:
     """Start a refund attempt of a PAID order (phase one of the refund flow).
 
     ``amount`` None means the whole refundable rest. The order's owner or staff only.
+    ``idempotency_key``: the request's key; a key that already started a refund of
+    this order (its record reaped since) is ``RefundKeyReused``, never a second refund.
     """
     with transaction.atomic():
         # The order row lock first, like every writer of an order and its money: a
@@ -80,6 +91,14 @@ def refund_create(
         order = get_object_or_404(
             orders if is_staff else orders.filter(user_id=user_id), number=order_number
         )
+        # Asked first, whatever the order's state now: the key's answer is "used",
+        # not whatever a new request would get. The unique (order, key) index below
+        # decides should this read ever miss one (it cannot under the order's lock).
+        if (
+            idempotency_key is not None
+            and Refund.objects.filter(order=order, idempotency_key=idempotency_key).exists()
+        ):
+            raise RefundKeyReused(order=order.number)
         if order.status != Order.Status.PAID:
             raise OrderNotRefundable(f"The order is {order.status.lower()}.")
         rest = order.amount - order.refunded_amount
@@ -89,6 +108,9 @@ def refund_create(
                 f"At most {rest} {order.currency} is left to refund.", refundable=rest
             )
         capture = Payment.objects.get(order=order, status=PaymentStatus.SUCCEEDED)
+        if payment_disputed(payment_id=capture.pk):
+            # The dispute decides where this money goes (payments.disputes).
+            raise OrderNotRefundable("The payment is disputed.")
         try:
             with transaction.atomic():
                 return Refund.objects.create(
@@ -98,8 +120,11 @@ def refund_create(
                     amount=amount,
                     currency=order.currency,
                     reason=reason,
+                    idempotency_key=idempotency_key,
                 )
         except IntegrityError as error:
+            if violated_constraint(error) == "refund_one_per_order_key":
+                raise RefundKeyReused(order=order.number) from error
             # The partial unique index: another refund of this order is in flight.
             # Its amount is not counted yet, so two could otherwise both fit the rest.
             raise OrderNotRefundable("A refund of this order is in progress.") from error
@@ -170,11 +195,20 @@ def refund_settle(
     success may also settle a refund we had settled FAILED (a refund declined
     now that went through later, like a late charge): the money did go back,
     and the books must say so. A notification never passes it.
+
+    REVERSED (it succeeded, then failed at the provider) is booked only when
+    ``confirmed`` (``payments.reversals``): a refund not settled yet is booked as
+    the success it was first, then reversed, in the same transaction. From a
+    notification it is a conflict: the reconciler asks the provider.
     """
     try:
         with transaction.atomic():
+            if result.status is RefundStatus.REVERSED:
+                return _settle_reversed(
+                    refund_attempt_id=refund_attempt_id, result=result, confirmed=confirmed
+                )
             return _settle(refund_attempt_id=refund_attempt_id, result=result, confirmed=confirmed)
-    except (_Conflict, IntegrityError) as conflict:
+    except (_Conflict, ReversalConflict, IntegrityError) as conflict:
         # IntegrityError: a unique index refused a second success of the same money
         # (another attempt of an orphaned capture, the provider's refund_id booked
         # already) — the provider would have refunded it twice: for a person.
@@ -240,6 +274,35 @@ def _settle(*, refund_attempt_id: int, result: RefundResult, confirmed: bool) ->
     for name, value in changes.items():
         setattr(refund, name, value)
     return RefundSettleResult(Settlement.APPLIED, refund)
+
+
+def _settle_reversed(
+    *, refund_attempt_id: int, result: RefundResult, confirmed: bool
+) -> RefundSettleResult:
+    """The provider says the refund succeeded and was then reversed (see refund_settle)."""
+    if not confirmed:
+        raise _Conflict("the provider says the refund was reversed: asking it")
+    order, refund = lock_order_and_refund(refund_attempt_id=refund_attempt_id)
+    if refund.status == RefundAttemptStatus.REVERSED:
+        return RefundSettleResult(Settlement.ALREADY_APPLIED, refund)
+    if refund.status != RefundAttemptStatus.SUCCEEDED:
+        # Never booked as a success (we did not know, or it was declined, then carried
+        # out late, then reversed): it was one, so it is booked as one first.
+        _settle(
+            refund_attempt_id=refund_attempt_id,
+            result=replace(result, status=RefundStatus.SUCCESS),
+            confirmed=True,
+        )
+        order, refund = lock_order_and_refund(refund_attempt_id=refund_attempt_id)
+    reversed_now = refund_reverse(
+        order=order,
+        refund=refund,
+        reason=result.decline_reason or "reversed",
+        now=timezone.now(),
+    )
+    return RefundSettleResult(
+        Settlement.APPLIED if reversed_now else Settlement.ALREADY_APPLIED, refund
+    )
 
 
 def _hasten_superseded(*, refund: Refund, now: datetime) -> None:

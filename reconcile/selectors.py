@@ -17,7 +17,8 @@ from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability.selectors import count_and_age
 from orders.models import Order
-from payments.models import Payment, PaymentStatus, Refund, RefundAttemptStatus
+from payments.disputes import HOLDING_STATUSES
+from payments.models import Dispute, Payment, PaymentStatus, Refund, RefundAttemptStatus
 from reconcile.models import StatementDiscrepancy, StrayCapture
 
 # What a record names when it made (or is making) a payment or a refund attempt.
@@ -82,7 +83,8 @@ def orders_paid_unshipped(*, paid_before: datetime, after_id: int, limit: int) -
 
 
 def payments_orphaned_without_refund() -> list[int]:
-    """Orphaned captures with no refund attempt in flight or done (the last one declined).
+    """Orphaned captures with no refund attempt in flight or done (the last one declined,
+    or reversed after it succeeded), and no dispute holding their money.
 
     Few by nature (a provider settling late and contrary), read off the status.
     """
@@ -91,9 +93,13 @@ def payments_orphaned_without_refund() -> list[int]:
         .exclude(
             Exists(
                 Refund.objects.filter(payment=OuterRef("pk"), order__isnull=True).exclude(
-                    status=RefundAttemptStatus.FAILED
+                    status__in=[RefundAttemptStatus.FAILED, RefundAttemptStatus.REVERSED]
                 )
             )
+        )
+        .exclude(
+            # A dispute open or lost decides where the money goes (payments/disputes.py).
+            Exists(Dispute.objects.filter(payment=OuterRef("pk"), status__in=HOLDING_STATUSES))
         )
         .order_by("pk")
         .values_list("pk", flat=True)

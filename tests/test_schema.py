@@ -120,8 +120,15 @@ def test_the_callback_documents_refund_notifications_beside_charge_ones(schema):
     bodies = callback_bodies(schema)
     refund = bodies["SandboxRefundNotification"]
 
-    assert set(bodies) == {"SandboxChargeNotification", "SandboxRefundNotification"}
+    assert set(bodies) == {
+        "SandboxChargeNotification",
+        "SandboxRefundNotification",
+        "SandboxDisputeNotification",
+    }
     assert component(schema, refund["properties"]["event"]["$ref"])["enum"] == ["refund"]
+    dispute = bodies["SandboxDisputeNotification"]
+    assert component(schema, dispute["properties"]["event"]["$ref"])["enum"] == ["dispute"]
+    assert set(dispute["required"]) >= {"event", "notify_id", "dispute_id", "trade_no", "status"}
     assert set(refund["required"]) >= {
         "event",
         "notify_id",

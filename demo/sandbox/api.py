@@ -9,6 +9,7 @@ The shop's OpenAPI document leaves all of it out: it is another company's API.
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
@@ -27,16 +28,20 @@ from demo.sandbox.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from demo.sandbox.models import Fault
 from demo.sandbox.selectors import (
     charge_get,
+    dispute_get,
     fault_list_active,
     refund_get,
     wallet_charges,
+    wallet_disputes,
     wallet_get,
     wallet_refunds,
 )
 from demo.sandbox.serializers import (
     ChargeOutputSerializer,
+    DisputeOutputSerializer,
     RefundOutputSerializer,
     charge_json,
+    dispute_json,
     refund_json,
 )
 from demo.sandbox.services import (
@@ -53,6 +58,12 @@ from edge.auth import TokenAuthentication
 from edge.fields import StrictIntegerField
 from observability import context
 
+# The fault modes that apply to one target only (the rest apply to either).
+ONE_TARGET_MODES = {
+    Fault.Mode.REQUIRES_ACTION: Fault.Target.CHARGE,
+    Fault.Mode.REFUND_REVERSAL: Fault.Target.REFUND,
+    Fault.Mode.DISPUTE_LOST: Fault.Target.CHARGE,
+}
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 _KEY_PATTERN = re.compile(r"[A-Za-z0-9\-_.:~]{1,255}")
@@ -150,6 +161,7 @@ SANDBOX_ENDPOINTS = [
     "result complete|abandon)",
     "POST /sandbox/v1/refunds (Idempotency-Key)",
     "GET /sandbox/v1/refunds/{out_refund_no}",
+    "GET /sandbox/v1/disputes/{dispute_id}",
     "GET /sandbox/v1/wallets/{payer}",
     "GET /sandbox/v1/statements/{date} (the UTC day's statement as CSV, date YYYY-MM-DD)",
     "GET, POST, DELETE /sandbox/v1/faults (staff of the shop)",
@@ -265,14 +277,21 @@ class RefundDetailApi(MerchantApi):
         return Response(refund_json(refund_get(out_refund_no=out_refund_no)))
 
 
+class DisputeDetailApi(MerchantApi):
+    def get(self, request: Request, dispute_id: str) -> Response:
+        return Response(dispute_json(dispute_get(dispute_id=dispute_id)))
+
+
 class WalletDetailApi(MerchantApi):
     class OutputSerializer(serializers.Serializer):
         payer = serializers.CharField()
         balance = serializers.IntegerField()
         charged_total = serializers.IntegerField()
         refunded_total = serializers.IntegerField()
+        disputed_total = serializers.IntegerField()
         charges = ChargeOutputSerializer(many=True)
         refunds = RefundOutputSerializer(many=True)
+        disputes = DisputeOutputSerializer(many=True)
 
     def get(self, request: Request, payer: str) -> Response:
         wallet = wallet_get(payer=payer)
@@ -281,8 +300,10 @@ class WalletDetailApi(MerchantApi):
             "balance": wallet.balance,
             "charged_total": wallet.charged_total,
             "refunded_total": wallet.refunded_total,
+            "disputed_total": wallet.disputed_total,
             "charges": wallet_charges(wallet=wallet),
             "refunds": wallet_refunds(wallet=wallet),
+            "disputes": wallet_disputes(wallet=wallet),
         }
         return Response(self.OutputSerializer(data).data)
 
@@ -310,6 +331,17 @@ class FaultListApi(APIView):
         count = StrictIntegerField(min_value=1, max_value=10_000, default=1)
         delay_s = serializers.FloatField(min_value=0, max_value=60, default=0.0)
         copies = StrictIntegerField(min_value=1, max_value=10, default=3)
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            # Some faults happen to one kind of operation only: a charge waits for the
+            # customer or is disputed, a refund fails after succeeding. Given, the target
+            # must be that one; not given, it is.
+            fitting = ONE_TARGET_MODES.get(attrs["mode"])
+            if fitting is not None and "target" not in self.initial_data:
+                attrs["target"] = fitting
+            elif fitting is not None and attrs["target"] != fitting:
+                raise serializers.ValidationError({"target": f"{attrs['mode']} is for {fitting}s"})
+            return attrs
 
     class OutputSerializer(serializers.Serializer):
         mode = serializers.CharField()

@@ -101,6 +101,15 @@ class ChargeNotAwaitingAction(ApplicationError):
     default_detail = "This charge no longer waits for the customer."
 
 
+class DisputeNotFound(ApplicationError):
+    """The provider holds no dispute of this id."""
+
+    status = 404
+    code = "dispute-not-found"
+    title = gettext_noop("Dispute not found")
+    default_detail = "No dispute exists with this id."
+
+
 class ChargeNotFound(ApplicationError):
     """The provider holds no charge (not even a CLOSED fence) for this ``out_trade_no``."""
 

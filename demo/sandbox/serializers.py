@@ -5,7 +5,7 @@ from typing import Any
 from django.urls import reverse
 from rest_framework import serializers
 
-from demo.sandbox.models import Charge, Refund
+from demo.sandbox.models import Charge, Dispute, Refund
 
 
 class ChargeOutputSerializer(serializers.Serializer):
@@ -47,6 +47,21 @@ class RefundOutputSerializer(serializers.Serializer):
     currency = serializers.CharField(allow_null=True)
     refunded_at = serializers.DateTimeField(allow_null=True)
     decline_reason = serializers.CharField(allow_null=True)
+    reversed_at = serializers.DateTimeField(allow_null=True)
+
+
+class DisputeOutputSerializer(serializers.Serializer):
+    dispute_id = serializers.CharField()
+    trade_no = serializers.CharField(source="charge.trade_no")
+    out_trade_no = serializers.CharField(source="charge.out_trade_no")
+    status = serializers.CharField()
+    amount = serializers.IntegerField()
+    currency = serializers.CharField()
+    reason = serializers.CharField()
+    withdrawn = serializers.IntegerField()
+    reinstated = serializers.IntegerField()
+    opened_at = serializers.DateTimeField()
+    closed_at = serializers.DateTimeField(allow_null=True)
 
 
 def charge_json(charge: Charge) -> dict[str, Any]:
@@ -57,3 +72,8 @@ def charge_json(charge: Charge) -> dict[str, Any]:
 def refund_json(refund: Refund) -> dict[str, Any]:
     """The JSON-ready dict of a refund (what the idempotency record stores)."""
     return dict(RefundOutputSerializer(refund).data)
+
+
+def dispute_json(dispute: Dispute) -> dict[str, Any]:
+    """The JSON-ready dict of a dispute (its answers and its notifications)."""
+    return dict(DisputeOutputSerializer(dispute).data)

@@ -1,11 +1,16 @@
-"""The daily statement (对账单): every charge and refund settled on one UTC day, as CSV.
+"""The daily statement (对账单): every money movement of one UTC day, as CSV.
 
 What a real provider publishes for its merchants to close their books against.
-One line per money movement that happened that day — a successful charge (by
-``paid_at``) or a successful refund (by ``refunded_at``); declines and fences
-moved no money and are not listed. Charges come first, then refunds, each in
-settlement order, so two downloads of a finished day are the same bytes, and
-a download of today is the earlier one with lines added at the end of each part.
+One line per money movement that happened that day: a successful charge (by
+``paid_at``), a refund that went through (by ``refunded_at``, reversed since or
+not), a refund that failed after it went through (``refund_failure``, by
+``reversed_at``), a dispute that withdrew a charge's money (``dispute_withdrawal``,
+by ``opened_at``: its provider id is the dispute's, its reference the charge's)
+and one won that reinstated it (``dispute_reinstatement``). Declines and fences
+moved no money and are not listed. Each type comes in turn, in that order, and in
+settlement order within it, so two downloads of a finished day are the same
+bytes, and a download of today is the earlier one with lines added at the end
+of each part.
 
 Streamed: rows are read through a server-side cursor in chunks and written out
 as they come, so a statement of millions of lines never sits in memory, on
@@ -19,7 +24,13 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 
 from demo.sandbox.errors import StatementDateInvalid
-from demo.sandbox.selectors import statement_charges, statement_refunds
+from demo.sandbox.selectors import (
+    statement_charges,
+    statement_dispute_reinstatements,
+    statement_dispute_withdrawals,
+    statement_refund_failures,
+    statement_refunds,
+)
 
 # The columns, in order (part of the provider's contract).
 COLUMNS = (
@@ -31,7 +42,10 @@ COLUMNS = (
     "status",
     "settled_at",
 )
-CHARGE, REFUND = "charge", "refund"
+CHARGE, REFUND, REFUND_FAILURE = "charge", "refund", "refund_failure"
+DISPUTE_WITHDRAWAL, DISPUTE_REINSTATEMENT = "dispute_withdrawal", "dispute_reinstatement"
+# Every line is money that moved: its status is always this.
+SETTLED = "SUCCESS"
 # Rows fetched from the cursor per round trip: large enough to stream fast, small
 # enough that memory stays flat whatever the day's size.
 CHUNK_ROWS = 2000
@@ -72,6 +86,9 @@ def statement_csv(day: date) -> Iterator[str]:
     for kind, rows in (
         (CHARGE, statement_charges(start=start, end=end)),
         (REFUND, statement_refunds(start=start, end=end)),
+        (REFUND_FAILURE, statement_refund_failures(start=start, end=end)),
+        (DISPUTE_WITHDRAWAL, statement_dispute_withdrawals(start=start, end=end)),
+        (DISPUTE_REINSTATEMENT, statement_dispute_reinstatements(start=start, end=end)),
     ):
         for row in rows.iterator(chunk_size=CHUNK_ROWS):
             piece.append(writer.writerow(_line(kind, *row)))
@@ -88,8 +105,7 @@ def _line(
     reference: str,
     amount: int,
     currency: str,
-    status: str,
     at: datetime,
 ) -> tuple[str, ...]:
     settled = at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    return (kind, provider_id, reference, str(amount), currency, status, settled)
+    return (kind, provider_id, reference, str(amount), currency, SETTLED, settled)

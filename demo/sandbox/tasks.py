@@ -41,6 +41,33 @@ def settle_refund_late_success(refund_id: int) -> str:
 
 
 @shared_task(acks_late=True)
+def reverse_refund(refund_id: int) -> str:
+    """A refund under ``refund_reversal`` fails now (safe to run twice)."""
+    from demo.sandbox.services.reversals import refund_reversal_settle
+
+    refund = refund_reversal_settle(refund_id=refund_id)
+    return "already settled" if refund is None else refund.status
+
+
+@shared_task(acks_late=True)
+def open_dispute(charge_id: int) -> str:
+    """A charge under ``dispute_lost`` is disputed now (safe to run twice)."""
+    from demo.sandbox.services.disputes import dispute_open
+
+    dispute = dispute_open(charge_id=charge_id)
+    return "already opened" if dispute is None else dispute.status
+
+
+@shared_task(acks_late=True)
+def close_dispute(dispute_id: int) -> str:
+    """An open dispute is closed, lost (safe to run twice)."""
+    from demo.sandbox.services.disputes import dispute_close_lost
+
+    dispute = dispute_close_lost(dispute_id=dispute_id)
+    return "already closed" if dispute is None else dispute.status
+
+
+@shared_task(acks_late=True)
 def sweep_lost_messages() -> dict[str, int]:
     """Beat's safety net: what a lost enqueue left undone (demo/sandbox/services/sweeps.py)."""
     from dataclasses import asdict

@@ -25,7 +25,7 @@ from demo.shop.labels import notification_outcome
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability.metrics.gauges import GaugeValue, gauge_values
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
-from payments.models import REFUND_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
+from payments.models import MONEY_IN_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from payments.providers import KeepsWallets, get_provider
 from reconcile.audit.run import audit_run
 from reconcile.desk.approvals import case_awaiting_approval
@@ -252,10 +252,11 @@ def _wallets() -> list[WalletRow]:
         .values_list("payer", flat=True)[:MAX_WALLETS]
     )
     payers = sorted(latest)
-    # Captures count up, refunds down (orphaned ones included), as the audit adds them.
+    # Money in counts up (captures, reversed refunds, reinstated disputes), the rest
+    # down (refunds, disputes' withdrawals), orphaned ones included, as the audit adds them.
     signed = Case(
-        When(kind__in=REFUND_KINDS, then=-F("amount")),
-        default=F("amount"),
+        When(kind__in=MONEY_IN_KINDS, then=F("amount")),
+        default=-F("amount"),
         output_field=BigIntegerField(),
     )
     paid = {
@@ -284,7 +285,11 @@ def _wallets() -> list[WalletRow]:
             rows.append(WalletRow(payer, shop_total, 0, 0))
             continue
         successes = sum(1 for charge in wallet.get("charges", []) if charge["status"] == "SUCCESS")
-        net = int(wallet["charged_total"]) - int(wallet.get("refunded_total", 0))
+        net = (
+            int(wallet["charged_total"])
+            - int(wallet.get("refunded_total", 0))
+            - int(wallet.get("disputed_total", 0))
+        )
         rows.append(WalletRow(payer, shop_total, net, successes))
     return rows
 

@@ -85,7 +85,9 @@ CONCEPTS = (
             "ledger_one_capture_per_order",
             "ledger_one_capture_per_payment",
             "ledger_one_capture_per_trade_no",
-            "ledger_refund_fields_match_kind",
+            "ledger_one_refund_per_refund_attempt",
+            "ledger_one_refund_per_refund_id",
+            "ledger_fields_match_kind",
         ),
     ),
     Concept(

@@ -61,6 +61,9 @@ class ChargeResult:
 class RefundStatus(enum.StrEnum):
     SUCCESS = "SUCCESS"
     DECLINED = "DECLINED"  # final: nothing was refunded for this out_refund_no
+    # It succeeded, then failed on its way to the payer (a closed card): the money came
+    # back to the merchant, and the payer still awaits it. Final.
+    REVERSED = "REVERSED"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,33 @@ class RefundResult:
     decline_reason: str | None = None
 
 
+class DisputeStatus(enum.StrEnum):
+    OPEN = "OPEN"  # the payer's bank disputes the charge; the provider took the money back
+    WON = "WON"  # closed in the merchant's favour: what was withdrawn is reinstated
+    LOST = "LOST"  # closed in the payer's favour: the money stays with the payer
+
+
+@dataclass(frozen=True)
+class DisputeResult:
+    """The provider's account of one dispute (a chargeback) of a charge.
+
+    ``withdrawn`` is what the provider took from the merchant for it so far,
+    ``reinstated`` what it gave back (a dispute won); both in minor units of
+    ``currency``, never negative.
+    """
+
+    dispute_id: str
+    trade_no: str  # the disputed charge (the provider's id, as the shop keeps it)
+    out_trade_no: str  # the reference the charge names ("" when it names none of ours)
+    status: DisputeStatus
+    amount: int
+    currency: str
+    withdrawn: int
+    reinstated: int
+    opened_at: datetime | None = None
+    reason: str = ""
+
+
 @dataclass(frozen=True)
 class WalletStatement:
     """The provider's account of one payer: what the audit compares our books with."""
@@ -89,8 +119,13 @@ class WalletStatement:
     balance: int
     charged_total: int  # the sum of the payer's successful charges, as the provider keeps it
     charges: tuple[ChargeResult, ...]
-    refunded_total: int  # the sum of the payer's successful refunds; net debit = charged - refunded
+    # The sum of the payer's successful refunds (a reversed one no longer counts).
+    refunded_total: int
     refunds: tuple[RefundResult, ...] = ()
+    # Withdrawn by disputes less what was reinstated: what chargebacks gave back.
+    # Net debit = charged - refunded - disputed.
+    disputed_total: int = 0
+    disputes: tuple[DisputeResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +139,19 @@ class Notification:
     amount: int
     currency: str
     paid_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DisputeNotification:
+    """A verified dispute notification: the provider says a dispute of this charge is
+    now like this (opened, funds withdrawn or reinstated, won or lost)."""
+
+    notify_id: str
+    dispute: DisputeResult
+
+    @property
+    def out_trade_no(self) -> str:
+        return self.dispute.out_trade_no
 
 
 @dataclass(frozen=True)
@@ -123,6 +171,14 @@ class RefundNotification:
 class StatementKind(enum.StrEnum):
     CHARGE = "charge"
     REFUND = "refund"
+    # A refund that failed after it succeeded: its money came back to the merchant.
+    REFUND_FAILURE = "refund_failure"
+    # A dispute took a charge's money back to the payer, or gave it back to us (won).
+    DISPUTE_WITHDRAWAL = "dispute_withdrawal"
+    DISPUTE_REINSTATEMENT = "dispute_reinstatement"
+    # Money that moved for the merchant's own account, not for a payment of ours:
+    # payouts to the bank, the provider's fees, top-ups, transfers.
+    OTHER = "other"
 
 
 @dataclass(frozen=True)
@@ -130,8 +186,13 @@ class StatementEntry:
     """One line of the provider's daily statement: money that moved that day.
 
     ``provider_id`` is the provider's id (a charge's ``trade_no``, a refund's
-    ``refund_id``); ``reference`` is ours (``out_trade_no`` / ``out_refund_no``).
-    ``line`` is its line number in the file (the header is line 1).
+    ``refund_id`` for a refund or its failure, a dispute's id for its withdrawal
+    or reinstatement, the transaction's own id for anything else); ``reference``
+    is ours (``out_trade_no`` / ``out_refund_no``; a dispute's line names the
+    charge's ``out_trade_no``), or for an ``other`` line the provider's name for
+    what it is (``payout``, ``stripe_fee``). ``amount`` is always positive: the
+    kind says which way it went. ``line`` is its line number in the file (the
+    header is line 1).
     """
 
     line: int
@@ -220,7 +281,7 @@ class NotificationNotApplied(NotificationInvalid):
 
 
 class PaymentProvider(Protocol):
-    """The seven things the shop asks of any provider, and what it is called.
+    """The eight things the shop asks of any provider, and what it is called.
 
     ``name`` is the provider's name in the shop's records (notifications are
     unique per provider); ``callback_route`` is the URL name of the endpoint its
@@ -249,8 +310,13 @@ class PaymentProvider(Protocol):
         """
         ...
 
-    def query(self, *, out_trade_no: str) -> ChargeResult | None:
+    def query(self, *, out_trade_no: str, trade_no: str | None = None) -> ChargeResult | None:
         """The truth about an attempt, or None if the provider never saw it.
+
+        ``trade_no``: the provider's id of one charge, when the caller holds one (a
+        statement line, a notification): the answer is about that charge, whether or
+        not the shop recorded it, and it must name ``out_trade_no`` ("" for a charge
+        that names no reference of ours).
 
         Raises ProviderOutcomeUnknown (ProviderAnswerConflict: about another attempt).
         """
@@ -271,16 +337,30 @@ class PaymentProvider(Protocol):
         amount: int,
         notify_url: str,
         idempotency_key: str,
+        trade_no: str | None = None,
     ) -> RefundResult:
         """Refund once per ``idempotency_key`` and per ``out_refund_no``; a retry replays.
+
+        ``trade_no``: the provider's id of the charge to refund, when the shop holds no
+        attempt that recorded it (a stray capture).
 
         Raises ProviderOutcomeUnknown (timeout, 5xx, garbage, another out_refund_no:
         ProviderAnswerConflict) or ProviderRejected (a 4xx: nothing refunded).
         """
         ...
 
-    def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
-        """The truth about a refund, or None if the provider never saw it."""
+    def query_refund(
+        self, *, out_refund_no: str, trade_no: str | None = None
+    ) -> RefundResult | None:
+        """The truth about a refund, or None if the provider never saw it.
+
+        ``trade_no``: the refunded charge's id at the provider, as for ``refund``.
+        """
+        ...
+
+    def query_dispute(self, *, dispute_id: str) -> DisputeResult | None:
+        """The truth about a dispute of one of the merchant's charges, or None if the
+        provider holds none of that id. Raises ProviderOutcomeUnknown."""
         ...
 
     def statement(self, *, day: date) -> Iterator[StatementEntry]:
@@ -293,6 +373,6 @@ class PaymentProvider(Protocol):
 
     def verify_notification(
         self, *, headers: Mapping[str, str], raw_body: bytes
-    ) -> Notification | RefundNotification:
+    ) -> Notification | RefundNotification | DisputeNotification:
         """Check the signature over the raw body, then parse. Raises NotificationInvalid."""
         ...

@@ -27,6 +27,8 @@ from observability import context
 from payments.providers.base import (
     ChargeResult,
     CustomerActionRequired,
+    DisputeNotification,
+    DisputeResult,
     Notification,
     NotificationMalformed,
     ProviderAnswerConflict,
@@ -42,6 +44,7 @@ from payments.providers.http import keepalive_session
 from payments.providers.observed import provider_call
 from payments.providers.sandbox_parsing import (
     parse_charge,
+    parse_dispute,
     parse_notification,
     parse_refund,
     parse_waiting,
@@ -179,7 +182,12 @@ class SandboxProvider:
         return self._charge_answer(response, out_trade_no=out_trade_no)
 
     @provider_call("query")
-    def query(self, *, out_trade_no: str) -> ChargeResult | None:
+    def query(self, *, out_trade_no: str, trade_no: str | None = None) -> ChargeResult | None:
+        # One charge per out_trade_no at the sandbox (it dedupes on it), so the
+        # reference finds it whatever the shop recorded; ``trade_no`` is checked by
+        # the caller against the answer. A charge naming no reference it cannot hold.
+        if not out_trade_no:
+            return None
         response = self._call("GET", f"/v1/charges/{out_trade_no}")
         if response.status_code == 404:
             return None
@@ -208,7 +216,9 @@ class SandboxProvider:
         amount: int,
         notify_url: str,
         idempotency_key: str,
+        trade_no: str | None = None,
     ) -> RefundResult:
+        # The sandbox refunds by our reference (one charge per out_trade_no there).
         response = self._call(
             "POST",
             "/v1/refunds",
@@ -227,13 +237,26 @@ class SandboxProvider:
         return result
 
     @provider_call("query_refund")
-    def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
+    def query_refund(
+        self, *, out_refund_no: str, trade_no: str | None = None
+    ) -> RefundResult | None:
         response = self._call("GET", f"/v1/refunds/{quote(out_refund_no, safe='')}")
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise ProviderOutcomeUnknown(f"refund query answered HTTP {response.status_code}")
         return self._refund_answer(response, out_refund_no=out_refund_no)
+
+    @provider_call("query_dispute")
+    def query_dispute(self, *, dispute_id: str) -> DisputeResult | None:
+        response = self._call("GET", f"/v1/disputes/{quote(dispute_id, safe='')}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise ProviderOutcomeUnknown(f"dispute query answered HTTP {response.status_code}")
+        result = self._read(response, parse_dispute)
+        self._same(dispute_id, result.dispute_id, "dispute_id")
+        return result
 
     @provider_call("wallet")
     def wallet(self, *, payer: str) -> WalletStatement | None:
@@ -266,7 +289,7 @@ class SandboxProvider:
 
     def verify_notification(
         self, *, headers: Mapping[str, str], raw_body: bytes
-    ) -> Notification | RefundNotification:
+    ) -> Notification | RefundNotification | DisputeNotification:
         """Check ``Sandbox-Signature`` over the raw bytes first; only then parse them."""
         verify_signature(headers=headers, raw_body=raw_body, secrets=self.webhook_secrets)
         try:

@@ -17,6 +17,9 @@ from edge.bounds import BIGINT_MAX, text_problem
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
+    DisputeNotification,
+    DisputeResult,
+    DisputeStatus,
     Notification,
     RefundNotification,
     RefundResult,
@@ -26,8 +29,9 @@ from payments.providers.base import (
 
 T = TypeVar("T")
 
-# The ``event`` of a refund notification; a body without ``event`` is a charge's.
+# The ``event`` of a refund (dispute) notification; a body without ``event`` is a charge's.
 REFUND_EVENT = "refund"
+DISPUTE_EVENT = "dispute"
 # The longest text field the shop keeps from the provider (ids, references, reasons).
 MAX_TEXT = 64
 MAX_PAYER = 150  # the shop sends its usernames as payers
@@ -137,6 +141,23 @@ def parse_refund(data: Any) -> RefundResult:
     )
 
 
+def parse_dispute(data: Any) -> DisputeResult:
+    """A dispute JSON object -> DisputeResult."""
+    data = _object(data, "dispute")
+    return DisputeResult(
+        dispute_id=_text(data, "dispute_id"),
+        trade_no=_text(data, "trade_no"),
+        out_trade_no=_text(data, "out_trade_no"),
+        status=DisputeStatus(_text(data, "status")),
+        amount=_amount(data, "amount"),
+        currency=_currency(data, "currency"),
+        withdrawn=_amount(data, "withdrawn"),
+        reinstated=_amount(data, "reinstated"),
+        opened_at=_optional(_timestamp, data, "opened_at"),
+        reason=_optional(_text, data, "reason") or "",
+    )
+
+
 def parse_wallet(data: Any) -> WalletStatement:
     """A wallet JSON object -> WalletStatement."""
     data = _object(data, "wallet")
@@ -152,11 +173,18 @@ def parse_wallet(data: Any) -> WalletStatement:
         ),
         refunded_total=_amount(data, "refunded_total"),
         refunds=tuple(parse_refund(refund) for refund in _list(data, "refunds")),
+        # Absent from a sandbox that keeps no disputes: none.
+        disputed_total=_optional(_amount, data, "disputed_total") or 0,
+        disputes=tuple(
+            parse_dispute(dispute)
+            for dispute in (_list(data, "disputes") if "disputes" in data else [])
+        ),
     )
 
 
-def parse_notification(data: Any) -> Notification | RefundNotification:
-    """A notification body -> Notification (no ``event``) or RefundNotification."""
+def parse_notification(data: Any) -> Notification | RefundNotification | DisputeNotification:
+    """A notification body -> Notification (no ``event``), RefundNotification or
+    DisputeNotification."""
     data = _object(data, "notification")
     event = data.get("event")
     if event is None:
@@ -169,6 +197,8 @@ def parse_notification(data: Any) -> Notification | RefundNotification:
             currency=_currency(data, "currency"),
             paid_at=_optional(_timestamp, data, "paid_at"),
         )
+    if event == DISPUTE_EVENT:
+        return DisputeNotification(notify_id=_text(data, "notify_id"), dispute=parse_dispute(data))
     if event != REFUND_EVENT:
         # An event we do not know is not a charge notification in disguise.
         raise ValueError(f"unknown event {event!r}")

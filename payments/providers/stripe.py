@@ -9,8 +9,14 @@ How the protocol maps onto Stripe (CONTRACT.md has the whole table):
   resumes with the same PaymentIntent: Stripe cannot be asked "which
   PaymentIntent is out_trade_no?" (its search is eventually consistent, and the
   emulator the tests use has none), so the record is what finds it again.
-- ``query``: retrieve by the recorded id (the truth). No id recorded: Stripe
-  holds nothing we could ever confirm, and the answer is None.
+- ``query``: retrieve (the truth) the PaymentIntent the caller names (a
+  statement line's, an event's ``trade_no``), or the one recorded for the
+  attempt; with neither, the one whose ``metadata.out_trade_no`` is ours,
+  found by Stripe's search (eventually consistent: what it finds is
+  retrieved, and what it has not indexed yet is found by a later pass; the
+  reconciler asks only about attempts older than RECONCILE_AFTER_S). Where the
+  API has no search (localstripe answers 404), the PaymentIntents are listed
+  and their metadata read instead: complete, and slower the more there are.
 - ``close`` (the fence): cancel. Nothing recorded (the create's answer was lost):
   the create is sent again with its derived key, which Stripe answers with the
   PaymentIntent it made the first time, and that one is cancelled; so is every
@@ -21,6 +27,10 @@ How the protocol maps onto Stripe (CONTRACT.md has the whole table):
   capture is the truth.
 - ``refund`` / ``query_refund``: a Refund of the PaymentIntent with a derived
   key and ``metadata.out_refund_no``; found again in the PaymentIntent's refunds.
+  The PaymentIntent is the one the caller names (a stray capture's
+  ``trade_no``: no attempt of ours recorded it), or the attempt's recorded one.
+- ``query_dispute``: retrieve the Dispute (its PaymentIntent expanded, for our
+  reference); disputes arrive as ``charge.dispute.*`` events and on the statement.
 - ``statement``: the day's balance transactions, newest first, as Stripe lists them.
 - Notifications: ``Stripe-Signature`` verified by the SDK (``stripe.Webhook``,
   in ``stripe_webhooks``).
@@ -48,6 +58,8 @@ from django.conf import settings
 from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
+    DisputeNotification,
+    DisputeResult,
     Notification,
     ProviderOutcomeUnknown,
     ProviderRejected,
@@ -60,6 +72,7 @@ from payments.providers.stripe_calls import Refused, call, plain
 from payments.providers.stripe_parsing import (
     check_intent,
     intent_reference,
+    parse_dispute,
     parse_event,
     parse_intent,
     parse_refund,
@@ -221,11 +234,39 @@ class StripeProvider:
         return result
 
     @provider_call("query")
-    def query(self, *, out_trade_no: str) -> ChargeResult | None:
-        intent_id = self.references.payment_intent(out_trade_no)
+    def query(self, *, out_trade_no: str, trade_no: str | None = None) -> ChargeResult | None:
+        intent_id = (
+            trade_no
+            or self.references.payment_intent(out_trade_no)
+            or self._find_intent(out_trade_no)
+        )
         if intent_id is None:
-            return None  # never created, or created and never recorded: never confirmed
+            return None  # Stripe holds no PaymentIntent of this reference
         return parse_intent(self._retrieve(intent_id), out_trade_no=out_trade_no)
+
+    def _find_intent(self, out_trade_no: str) -> str | None:
+        """The PaymentIntent naming ``out_trade_no`` that no attempt of ours recorded (a
+        lost row): the succeeded one if any, else the newest. Search, or list where
+        the API has none (see the module docstring)."""
+        if not out_trade_no:
+            return None
+        escaped = out_trade_no.replace("\\", "\\\\").replace("'", "\\'")
+        try:
+            found = call(
+                lambda: self.client.v1.payment_intents.search(
+                    params={"query": f"metadata['out_trade_no']:'{escaped}'", "limit": 100}
+                )
+            )
+            named = found.get("data") or []
+        except Refused as refusal:
+            if refusal.status != 404:
+                raise ProviderOutcomeUnknown(f"Stripe search: {refusal}") from refusal
+            named = self._intents_naming(out_trade_no)
+        if not named:
+            return None
+        succeeded = [intent for intent in named if intent.get("status") == "succeeded"]
+        newest = max(succeeded or named, key=lambda intent: intent.get("created") or 0)
+        return str(newest["id"])
 
     @provider_call("close")
     def close(self, *, out_trade_no: str) -> ChargeResult:
@@ -279,7 +320,8 @@ class StripeProvider:
             # A refusal of the repeat proves nothing about the first create.
             raise ProviderOutcomeUnknown(f"the fence's create was refused: {refusal}") from refusal
         intent_ids = [created]
-        for intent_id in self._intents_naming(out_trade_no, since=terms.created_at):
+        for intent in self._intents_naming(out_trade_no, since=terms.created_at):
+            intent_id = str(intent["id"])
             if intent_id not in intent_ids:
                 intent_ids.append(intent_id)
         recorded = self.references.payment_intent(out_trade_no)
@@ -289,22 +331,25 @@ class StripeProvider:
         captured = [answer for answer in answers if answer.status is ChargeStatus.SUCCESS]
         return captured[0] if captured else answers[0]
 
-    def _intents_naming(self, out_trade_no: str, *, since: datetime) -> list[str]:
-        """The ids of the PaymentIntents naming ``out_trade_no`` created since ``since``.
+    def _intents_naming(self, out_trade_no: str, *, since: datetime | None = None) -> list[Any]:
+        """The PaymentIntents naming ``out_trade_no`` (created since ``since``, if given).
 
-        Stripe's list (not its search, which lags behind writes), newest first, read
-        until a PaymentIntent older than the attempt (less the clocks' skew).
+        Stripe's list (not its search, which lags behind writes), newest first: with
+        ``since``, read until a PaymentIntent older than the attempt (less the clocks'
+        skew); without, to the end, where the API has no search (slower the more
+        there are).
         """
-        oldest = int((since - CLOCK_SKEW).timestamp())
-        found: list[str] = []
+        oldest = None if since is None else int((since - CLOCK_SKEW).timestamp())
+        found: list[Any] = []
         try:
             listed = self.client.v1.payment_intents.list(params={"limit": LIST_PAGE})
             for item in listed.auto_paging_iter():
                 intent = plain(item)
-                if not isinstance(intent.get("created"), int) or intent["created"] < oldest:
+                created = intent.get("created")
+                if oldest is not None and (not isinstance(created, int) or created < oldest):
                     break
                 if intent_reference(intent) == out_trade_no:
-                    found.append(str(intent["id"]))
+                    found.append(intent)
         except stripe.StripeError as error:
             raise ProviderOutcomeUnknown(f"Stripe: {error}") from error
         return found
@@ -331,18 +376,30 @@ class StripeProvider:
         amount: int,
         notify_url: str,
         idempotency_key: str,
+        trade_no: str | None = None,
     ) -> RefundResult:
-        intent_id = self.references.payment_intent(out_trade_no)
-        currency = self.references.currency(out_trade_no)
+        intent_id: str | None
+        currency: str | None
+        if trade_no is not None:
+            # A charge no attempt of ours recorded (a stray): its terms from Stripe.
+            intent = self._retrieve(trade_no)
+            check_intent(intent, out_trade_no=out_trade_no)
+            intent_id, currency = trade_no, str(intent["currency"]).upper()
+        else:
+            intent_id = self.references.payment_intent(out_trade_no)
+            currency = self.references.currency(out_trade_no)
         if intent_id is None or currency is None:
             raise ProviderRejected(404, "no_payment_intent")  # nothing Stripe could refund
+        # Stripe drops a metadata key whose value is empty: a charge naming no
+        # reference of ours is refunded with none.
+        metadata = {"out_refund_no": out_refund_no, "out_trade_no": out_trade_no or None}
         try:
             refund = call(
                 lambda: self.client.v1.refunds.create(
                     params={
                         "payment_intent": intent_id,
                         "amount": to_stripe_amount(amount, currency),
-                        "metadata": {"out_refund_no": out_refund_no, "out_trade_no": out_trade_no},
+                        "metadata": {k: v for k, v in metadata.items() if v},
                     },
                     options={"idempotency_key": idempotency_key},
                 )
@@ -352,9 +409,11 @@ class StripeProvider:
         return parse_refund(refund, out_refund_no=out_refund_no)
 
     @provider_call("query_refund")
-    def query_refund(self, *, out_refund_no: str) -> RefundResult | None:
+    def query_refund(
+        self, *, out_refund_no: str, trade_no: str | None = None
+    ) -> RefundResult | None:
         out_trade_no = self.references.refund_charge(out_refund_no)
-        intent_id = out_trade_no and self.references.payment_intent(out_trade_no)
+        intent_id = trade_no or (out_trade_no and self.references.payment_intent(out_trade_no))
         if not intent_id:
             return None
         try:
@@ -369,6 +428,22 @@ class StripeProvider:
             raise ProviderOutcomeUnknown(f"Stripe: {refusal}") from refusal
         return None
 
+    # --- disputes ------------------------------------------------------------------
+
+    @provider_call("query_dispute")
+    def query_dispute(self, *, dispute_id: str) -> DisputeResult | None:
+        try:
+            dispute = call(
+                lambda: self.client.v1.disputes.retrieve(
+                    dispute_id, params={"expand": ["payment_intent"]}
+                )
+            )
+        except Refused as refusal:
+            if refusal.status == 404:
+                return None
+            raise ProviderOutcomeUnknown(f"Dispute {dispute_id}: {refusal}") from refusal
+        return parse_dispute(dispute)
+
     # --- the statement -------------------------------------------------------------
 
     @provider_call("statement")
@@ -380,6 +455,6 @@ class StripeProvider:
 
     def verify_notification(
         self, *, headers: Mapping[str, str], raw_body: bytes
-    ) -> Notification | RefundNotification:
+    ) -> Notification | RefundNotification | DisputeNotification:
         """``Stripe-Signature`` checked by the SDK (300 s tolerance), then the event read."""
         return parse_event(verified_event(headers, raw_body, secret=self.webhook_secret))

@@ -1,10 +1,10 @@
 """Reading Stripe's objects as the protocol's values, and Stripe's amounts as ours.
 
-Stripe has no lookup by our reference: a PaymentIntent is found by its own id,
-which the shop records (``Payment.trade_no``) before it confirms it. Our
-reference travels in ``metadata.out_trade_no`` / ``metadata.out_refund_no``,
-and every answer is checked against it (an answer about another attempt is a
-conflict, never applied).
+A PaymentIntent is found by its own id, which the shop records
+(``Payment.trade_no``) before it confirms it, or which a statement line or an
+event names. Our reference travels in ``metadata.out_trade_no`` /
+``metadata.out_refund_no``, and every answer is checked against it (an answer
+about another attempt is a conflict, never applied).
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from payments.providers.base import (
     ChargeResult,
     ChargeStatus,
     CustomerActionRequired,
+    DisputeNotification,
+    DisputeResult,
+    DisputeStatus,
     Notification,
     NotificationMalformed,
     NotificationNotApplied,
@@ -92,8 +95,9 @@ def intent_reference(intent: Any) -> str | None:
 
 
 def check_intent(intent: Any, *, out_trade_no: str) -> None:
+    """``out_trade_no`` "" asks about a PaymentIntent that names no reference of ours."""
     named = intent_reference(intent)
-    if named != out_trade_no:
+    if (named or "") != out_trade_no:
         raise ProviderAnswerConflict(
             f"PaymentIntent {intent.get('id')} names {named!r}, not {out_trade_no!r}"
         )
@@ -173,12 +177,69 @@ def parse_refund(refund: Any, *, out_refund_no: str) -> RefundResult:
             status=RefundStatus.SUCCESS, refunded_at=_when(refund.get("created")), **terms
         )
     if state in ("failed", "canceled"):
-        reason = refund.get("failure_reason") or state
-        return RefundResult(status=RefundStatus.DECLINED, decline_reason=str(reason), **terms)
+        reason = str(refund.get("failure_reason") or state)
+        # Failed after its money left our balance: Stripe put it back with a balance
+        # transaction of its own (a refund_failure on the statement). The refund went
+        # through, then was reversed; without one, it never moved anything.
+        if refund.get("failure_balance_transaction"):
+            return RefundResult(
+                status=RefundStatus.REVERSED,
+                refunded_at=_when(refund.get("created")),
+                decline_reason=reason,
+                **terms,
+            )
+        return RefundResult(status=RefundStatus.DECLINED, decline_reason=reason, **terms)
     # pending, requires_action: not settled yet; the reconciler asks again (query_refund).
     # The emulator answers every refund succeeded at once: these are tested on the
     # shapes Stripe documents (tests/payments/test_provider_stripe_parsing.py).
     raise ProviderOutcomeUnknown(f"Refund {terms['refund_id']} is {state}")
+
+
+# Stripe's dispute states: an inquiry (warning_*) withdraws nothing; a closed one
+# that was not lost is the merchant's (won; an inquiry closed; one prevented).
+DISPUTE_STATES = {
+    "won": DisputeStatus.WON,
+    "warning_closed": DisputeStatus.WON,
+    "prevented": DisputeStatus.WON,
+    "lost": DisputeStatus.LOST,
+}
+
+
+def parse_dispute(dispute: Any) -> DisputeResult:
+    """A Stripe Dispute as the protocol's account of it.
+
+    Its money is counted in the charge's currency: withdrawn is the disputed
+    amount once a balance transaction took it (a negative one), reinstated the
+    same once one gave it back (a positive one). Stripe moves the whole disputed
+    amount each way (its fee is a balance transaction's ``fee``, not ours). The
+    trade is the PaymentIntent (our ``trade_no``), or the charge for a charge
+    made without one; its reference, when the PaymentIntent is expanded.
+    """
+    currency = str(_field(dispute, "currency")).upper()
+    amount = from_stripe_amount(_field(dispute, "amount"), currency)
+    movements: list[int] = [
+        txn["amount"]
+        for txn in dispute.get("balance_transactions") or []
+        if isinstance(txn, dict) and isinstance(txn.get("amount"), int)
+    ]
+    intent = dispute.get("payment_intent")
+    charge = dispute.get("charge")
+    trade = intent.get("id") if isinstance(intent, dict) else intent
+    trade = trade or (charge.get("id") if isinstance(charge, dict) else charge)
+    if not isinstance(trade, str) or not trade:
+        raise ProviderOutcomeUnknown(f"Dispute {dispute.get('id')} names no charge")
+    return DisputeResult(
+        dispute_id=str(_field(dispute, "id")),
+        trade_no=trade,
+        out_trade_no=(intent_reference(intent) or "") if isinstance(intent, dict) else "",
+        status=DISPUTE_STATES.get(str(_field(dispute, "status")), DisputeStatus.OPEN),
+        amount=amount,
+        currency=currency,
+        withdrawn=amount if any(m < 0 for m in movements) else 0,
+        reinstated=amount if any(m > 0 for m in movements) else 0,
+        opened_at=_when(dispute.get("created")),
+        reason=str(dispute.get("reason") or ""),
+    )
 
 
 INTENT_EVENTS = {
@@ -188,14 +249,26 @@ INTENT_EVENTS = {
 }
 REFUND_EVENTS = ("refund.updated", "refund.created")
 CHARGE_REFUNDED = "charge.refunded"
+# Every change of a dispute: each carries the whole Dispute, which is what is booked.
+DISPUTE_EVENTS = (
+    "charge.dispute.created",
+    "charge.dispute.updated",
+    "charge.dispute.closed",
+    "charge.dispute.funds_withdrawn",
+    "charge.dispute.funds_reinstated",
+)
 
 
-def parse_event(event: Any) -> Notification | RefundNotification:
+def parse_event(event: Any) -> Notification | RefundNotification | DisputeNotification:
     """A verified event as the protocol's notification.
 
     NotificationNotApplied for another type, or an object that carries none of
-    our references (a payment made elsewhere on the same account); the endpoint
-    stores and acknowledges those. NotificationMalformed for what is no event.
+    our references and moved no money (a failed or cancelled payment made
+    elsewhere on the same account); the endpoint stores and acknowledges those.
+    A succeeded PaymentIntent naming none of ours is a capture the shop did not
+    make: notified with the reference "" (the account is the shop's alone, and
+    such money goes back: a stray capture). NotificationMalformed for what is no
+    event.
     """
     try:
         kind, event_id, created = str(event["type"]), str(event["id"]), event.get("created")
@@ -212,24 +285,32 @@ def parse_event(event: Any) -> Notification | RefundNotification:
         kind, obj = REFUND_EVENTS[0], max(ours, key=lambda r: r.get("created") or 0)
     if kind in INTENT_EVENTS:
         out_trade_no = intent_reference(obj)
-        if out_trade_no is None:
+        if out_trade_no is None and kind != "payment_intent.succeeded":
             raise NotificationNotApplied(event_id, kind)
+        # A capture naming no reference of ours (made in the dashboard) is one too:
+        # notified with "" as its reference, it is found and refunded as a stray.
         return Notification(
             notify_id=str(event_id),
             trade_no=str(_malformed_unless(obj, "id")),
-            out_trade_no=out_trade_no,
+            out_trade_no=out_trade_no or "",
             trade_status=INTENT_EVENTS[kind],
             amount=_event_amount(obj),
             currency=str(_malformed_unless(obj, "currency")).upper(),
             paid_at=_when(created) if kind == "payment_intent.succeeded" else None,
         )
+    if kind in DISPUTE_EVENTS:
+        try:
+            return DisputeNotification(notify_id=event_id, dispute=parse_dispute(obj))
+        except ProviderOutcomeUnknown as error:  # signed, but not a dispute we can read
+            raise NotificationMalformed(str(error)) from error
     if kind in REFUND_EVENTS:
         out_refund_no = _metadata(obj, "out_refund_no")
-        status = {"succeeded": RefundStatus.SUCCESS, "failed": RefundStatus.DECLINED}.get(
-            obj.get("status")
-        )
-        if out_refund_no is None or status is None:  # not ours, or not settled yet
-            raise NotificationNotApplied(event_id, kind)
+        if out_refund_no is None or obj.get("status") not in ("succeeded", "failed"):
+            raise NotificationNotApplied(event_id, kind)  # not ours, or not settled yet
+        try:
+            status = parse_refund(obj, out_refund_no=out_refund_no).status
+        except ProviderOutcomeUnknown as error:
+            raise NotificationMalformed(str(error)) from error
         return RefundNotification(
             notify_id=str(event_id),
             refund_id=str(_malformed_unless(obj, "id")),

@@ -60,6 +60,12 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     # new case CASE_AFTER_S later if it is still unresolved then.
     CaseKind.UNRESOLVED: (CaseActionKind.RETRY, CaseActionKind.ACCEPT, CaseActionKind.DISMISS),
     CaseKind.ITEM_FAILED: (CaseActionKind.RETRY, CaseActionKind.DISMISS),
+    # The money is back with the shop: a person refunds the order again (the API, as
+    # staff) or settles it with the customer, and closes the case with what was done.
+    CaseKind.REFUND_REVERSED: (CaseActionKind.DISMISS,),
+    # Answered at the provider (evidence); closes itself when the dispute closes.
+    CaseKind.DISPUTE: (CaseActionKind.DISMISS,),
+    CaseKind.CONTRADICTED: (CaseActionKind.DISMISS,),
 }
 
 ALREADY_RESOLVED = "already resolved"

@@ -65,6 +65,8 @@ STATEMENTS = "statements"
 STATEMENT_LINES = "statement-lines"
 STRAY_REFUNDS = "stray-refunds"
 STRAY_NOTIFICATIONS = "stray-notifications"
+STATEMENT_DOWNLOADS = "statement-downloads"
+DISPUTES = "disputes"
 EXPIRY = "expiry"
 FULFILMENT = "fulfilment"
 COMPLETION = "completion"
@@ -81,8 +83,9 @@ JOBS_BY_SUBJECT = {
     "notification": [NOTIFICATIONS, STRAY_NOTIFICATIONS, CASES_NOTIFICATIONS],
     "discrepancy": [CASES_DISCREPANCIES],
     "line": [STATEMENT_LINES],
-    "statement": [STATEMENTS],
+    "statement": [STATEMENTS, STATEMENT_DOWNLOADS],
     "stray": [STRAY_REFUNDS],
+    "dispute": [DISPUTES],
     # An UNPAID order is expiry's, a PAID one fulfilment's: never both jobs' at once.
     "order": [EXPIRY, FULFILMENT],
     "record": [COMPLETION, REAP],  # an idempotency record

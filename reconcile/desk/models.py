@@ -36,6 +36,12 @@ class CaseKind(models.TextChoices):
     UNRESOLVED = "unresolved"
     # A batch item that raised CASE_AFTER_FAILURES times in a row.
     ITEM_FAILED = "item-failed"
+    # A refund that succeeded and then failed at the provider: the customer awaits it.
+    REFUND_REVERSED = "refund-reversed"
+    # A dispute (chargeback) still open: a person may answer it at the provider.
+    DISPUTE = "dispute"
+    # A notification the provider's own answer contradicts: asked once, then a person's.
+    CONTRADICTED = "contradicted"
 
 
 class CaseState(models.TextChoices):

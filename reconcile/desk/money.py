@@ -110,9 +110,23 @@ def _refund(
     approved_by: User | None,
     provider: PaymentProvider,
 ) -> ActionResult:
-    from reconcile.recovery.strays import stray_capture_take
+    from reconcile.recovery.strays import capture_is_an_attempts_own, stray_capture_take
 
     out_trade_no, trade_no = _capture_of(case)
+    if capture_is_an_attempts_own(out_trade_no=out_trade_no, trade_no=trade_no):
+        # Not asked: an attempt of ours holds this capture, and its own reconciliation
+        # settles it (rolls forward, or books and refunds an orphaned capture).
+        outcome = f"{out_trade_no} is an attempt of ours: its reconciliation settles it"
+        with transaction.atomic():
+            record_action(
+                case,
+                action=CaseActionKind.REFUND,
+                note=note,
+                user=user,
+                approved_by=approved_by,
+                outcome=outcome,
+            )
+        return ActionResult(False, f"case {case.pk}: {outcome}; the provider was not asked")
     # Idempotent at the provider and here (one stray per charge): a second click that
     # gets this far refunds nothing more. ProviderOutcomeUnknown: nothing moved.
     stray = stray_capture_take(out_trade_no=out_trade_no, trade_no=trade_no, provider=provider)
@@ -124,10 +138,12 @@ def _refund(
                 note=note,
                 user=user,
                 approved_by=approved_by,
-                outcome="the provider confirms no such capture: nothing to refund",
+                outcome=f"asked the provider about {trade_no}: no such capture; nothing refunded",
             )
         return ActionResult(
-            False, f"case {case.pk}: the provider confirms no capture; nothing refunded"
+            False,
+            f"case {case.pk}: asked the provider about {trade_no}: it holds no such "
+            "capture; nothing refunded",
         )
     outcome = f"stray capture {stray.trade_no} refund {stray.refund_status}"
     return _moved(

@@ -84,8 +84,16 @@ def cases_run_once() -> CaseCounts:
     """Open the cases that are due, and close those whose subject is settled: by any
     path (a callback, the statement, a person), not only by the job that failed on it."""
     from reconcile.desk.unsettled import failures_settled
+    from reconcile.recovery.disputes import dispute_cases_run_once
+    from reconcile.recovery.reversals import reversal_cases_run_once
 
-    return CaseCounts(opened=_open_due(), closed=_close_settled() + failures_settled())
+    opened, closed = _open_due(), _close_settled() + failures_settled()
+    # Money that moved after the fact: reversed refunds, open disputes (each its room's).
+    reversals, disputes = reversal_cases_run_once(), dispute_cases_run_once()
+    return CaseCounts(
+        opened=opened + reversals.opened + disputes.opened,
+        closed=closed + reversals.closed + disputes.closed,
+    )
 
 
 def _open_due() -> int:

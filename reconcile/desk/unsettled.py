@@ -7,13 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
+    Dispute,
+    DisputeStatus,
     Payment,
     Refund,
     RefundAttemptStatus,
@@ -24,12 +26,14 @@ from reconcile.desk.isolation import (
     CASES_PAYMENTS,
     CASES_REFUNDS,
     COMPLETION,
+    DISPUTES,
     JOBS_BY_SUBJECT,
     NOTIFICATIONS,
     ORPHAN_REFUNDS,
     PAYMENTS,
     REAP,
     REFUNDS,
+    STATEMENT_DOWNLOADS,
     STATEMENT_LINES,
     STATEMENTS,
     STRAY_NOTIFICATIONS,
@@ -74,6 +78,8 @@ UNSETTLED: dict[str, Callable[[], QuerySet[Any, Any]]] = {
     STATEMENTS: lambda: StatementImport.objects.filter(
         pk__in=StatementLine.objects.filter(outcome=LineOutcome.PENDING).values("statement_id")
     ),
+    STATEMENT_DOWNLOADS: lambda: StatementImport.objects.filter(~Q(error="") | Q(downloads=0)),
+    DISPUTES: lambda: Dispute.objects.filter(status=DisputeStatus.OPEN),
     STRAY_REFUNDS: lambda: StrayCapture.objects.exclude(
         refund_status=RefundAttemptStatus.SUCCEEDED
     ),

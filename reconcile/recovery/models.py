@@ -13,11 +13,13 @@ from reconcile.statements.models import SANDBOX
 
 
 class StrayCapture(models.Model):
-    """A capture the statement lists for a reference we hold no attempt for: refunded.
+    """A capture the provider holds that no attempt of ours recorded: refunded.
 
     The shop writes its attempt before it asks the provider to charge, so a
-    capture we hold no attempt for is not ours to keep (a lost record, a charge
-    made by hand at the provider). It has no order and no ledger entry; its
+    capture no attempt recorded is not ours to keep: a lost record, a charge
+    made by hand in the provider's dashboard (``out_trade_no`` "": it names no
+    reference), a second PaymentIntent naming the reference of an attempt that
+    has its own capture. It has no order and no ledger entry; its
     refund reference and provider key are derived from the provider's charge
     and the attempt's number, so however often it is sent, the provider refunds
     it once. A declined refund is final at the provider for its reference: the
@@ -46,10 +48,8 @@ class StrayCapture(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         constraints = [
+            # Per charge, not per reference: two captures may name one reference (or none).
             models.UniqueConstraint(fields=["provider", "trade_no"], name="stray_once_per_charge"),
-            models.UniqueConstraint(
-                fields=["provider", "out_trade_no"], name="stray_once_per_reference"
-            ),
         ]
 
     def __str__(self) -> str:

@@ -1,9 +1,13 @@
-"""Captures of references we hold no attempt for: confirmed by asking, then refunded.
+"""Captures no attempt of ours recorded: confirmed by asking, then refunded.
 
 The shop commits its payment attempt before it asks the provider to charge, so
-a charge the provider holds for a reference we never wrote is not ours to keep
-(a record lost to a restore, a charge made by hand at the provider). The
-statement finds it, or a notification names it. Either way nothing is taken on
+a capture the provider holds that no attempt recorded is not ours to keep: a
+record lost to a restore, a charge made by hand in the provider's dashboard
+(naming no reference of ours), a second PaymentIntent naming the reference of
+an attempt that has its own capture. The statement finds it, or a notification
+names it, by the provider's id of the charge (``trade_no``), which is how the
+provider is asked about it and how it is refunded: never through an attempt
+row, which there is none of (or one about another charge). Nothing is taken on
 their word: the provider's query must confirm the capture, and its answer is
 what we book and refund. The refund reference and its provider key are
 derived from the provider's charge (and the attempt's number), so however
@@ -31,7 +35,7 @@ import re
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -98,7 +102,7 @@ def stray_refund_find_late(
         return True
     references = stray_refund_nos(stray)
     for refund_no in references[:-1] if earlier_only else references:
-        account = provider.query_refund(out_refund_no=refund_no)
+        account = provider.query_refund(out_refund_no=refund_no, trade_no=stray.trade_no)
         if (
             account is None
             or account.status is not RefundStatus.SUCCESS
@@ -126,17 +130,32 @@ def stray_refund_find_late(
     return False
 
 
+def capture_is_an_attempts_own(*, out_trade_no: str, trade_no: str) -> bool:
+    """An attempt of ours holds (or may yet hold) this capture: the attempt's own
+    reconciliation settles it, never the strays. Another capture naming the
+    reference of an attempt that recorded its own is a stray."""
+    payment = Payment.objects.filter(out_trade_no=out_trade_no).first() if out_trade_no else None
+    return payment is not None and payment.trade_no in (None, "", trade_no)
+
+
 def stray_capture_take(
     *, out_trade_no: str, trade_no: str, provider: PaymentProvider
 ) -> StrayCapture | None:
-    """Book the capture of ``out_trade_no`` as stray and refund it, if the provider confirms it.
+    """Book the capture ``trade_no`` as stray and refund it, if the provider confirms it.
 
-    None: the provider does not confirm a capture ``trade_no`` of that reference
-    (nothing is booked: a discrepancy for a person). Raises ProviderOutcomeUnknown.
+    None: the capture is an attempt's own (``capture_is_an_attempts_own``: the
+    provider is not asked), or the provider does not confirm a capture
+    ``trade_no`` naming ``out_trade_no`` (nothing is booked: a discrepancy for a
+    person). For a reference an attempt of ours recorded another capture of, the
+    provider must confirm that one too: two captures, never a record of ours
+    that simply disagrees with the provider (a person's, not a refund).
+    Raises ProviderOutcomeUnknown.
     """
-    if Payment.objects.filter(out_trade_no=out_trade_no).exists():
-        return None  # ours after all: the attempt's own reconciliation owns it
-    account = provider.query(out_trade_no=out_trade_no)
+    if capture_is_an_attempts_own(out_trade_no=out_trade_no, trade_no=trade_no):
+        return None
+    if not _recorded_capture_confirmed(out_trade_no=out_trade_no, provider=provider):
+        return None
+    account = provider.query(out_trade_no=out_trade_no, trade_no=trade_no)
     if (
         account is None
         or account.status is not ChargeStatus.SUCCESS
@@ -174,6 +193,28 @@ def stray_capture_take(
     return stray
 
 
+def _recorded_capture_confirmed(*, out_trade_no: str, provider: PaymentProvider) -> bool:
+    """No attempt of ours uses the reference, or the provider confirms the capture the
+    attempt recorded (so another one naming the reference is a second capture)."""
+    payment = Payment.objects.filter(out_trade_no=out_trade_no).first() if out_trade_no else None
+    if payment is None:
+        return True
+    ours = provider.query(out_trade_no=out_trade_no, trade_no=payment.trade_no)
+    confirmed = (
+        ours is not None
+        and ours.status is ChargeStatus.SUCCESS
+        and ours.trade_no == payment.trade_no
+    )
+    if not confirmed:
+        logger.error(
+            "%s: the provider does not confirm our capture %s (%s): not a stray",
+            out_trade_no,
+            payment.trade_no,
+            ours,
+        )
+    return confirmed
+
+
 def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
     """Get the stray capture's money back to the payer; its refund status after this try.
 
@@ -189,7 +230,7 @@ def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
             # An earlier, declined attempt was carried out late: this one is never
             # sent (or, sent already, the provider declines it: nothing is left).
             return RefundAttemptStatus.SUCCEEDED
-        account = provider.query_refund(out_refund_no=stray.refund_no)
+        account = provider.query_refund(out_refund_no=stray.refund_no, trade_no=stray.trade_no)
         if account is None:
             account = provider.refund(
                 out_refund_no=stray.refund_no,
@@ -197,6 +238,7 @@ def stray_refund(*, stray: StrayCapture, provider: PaymentProvider) -> str:
                 amount=stray.amount,
                 notify_url=settings.SHOP_BASE_URL + reverse(provider.callback_route),
                 idempotency_key=f"onceshop-{stray.refund_no}",
+                trade_no=stray.trade_no,
             )
     except ProviderRejected as error:
         _settle(stray=stray, status=RefundAttemptStatus.FAILED, code=error.code or "rejected")
@@ -245,18 +287,23 @@ def _settle(
 def stray_notifications_resolve() -> int:
     """Resolve unmatched notifications about stray captures whose refund succeeded.
 
-    They named a reference we hold no attempt for; the statement (or the
+    They named a capture no attempt of ours recorded (its charge by the
+    provider's id, its refunds by our reference for them, either by the
+    reference the charge names when it names one); the statement (or the
     provider's query) showed the capture, and it went back: that is the
     resolution, recorded on each. One UPDATE, whatever the number.
     """
-    refunded = StrayCapture.objects.filter(
-        out_trade_no=OuterRef("out_trade_no"), refund_status=RefundAttemptStatus.SUCCEEDED
+    refunded = StrayCapture.objects.filter(refund_status=RefundAttemptStatus.SUCCEEDED)
+    named = (
+        Q(trade_no__in=refunded.exclude(trade_no="").values("trade_no"))
+        | Q(out_refund_no__in=refunded.values("refund_no"))
+        | Q(Exists(refunded.filter(out_trade_no=OuterRef("out_trade_no")).exclude(out_trade_no="")))
     )
     return (
         ProviderNotification.objects.filter(
             outcome=ProviderNotification.Outcome.UNMATCHED, resolved_at__isnull=True
         )
-        .filter(Exists(refunded))
+        .filter(named)
         .update(
             resolved_at=timezone.now(),
             resolution="stray capture (no attempt of ours): confirmed by the provider, refunded",

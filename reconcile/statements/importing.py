@@ -4,12 +4,16 @@
       1. the import row: INSERT ... ON CONFLICT DO NOTHING on (provider, day) —
          however many beat instances or reruns fire, one row, decided by the
          unique constraint, not by a lock;
-      2. download: the statement is read as it streams and its lines inserted in
-         batches, ON CONFLICT (provider, kind, provider_id) DO NOTHING, all in one
-         transaction — a rerun adds only the lines it had not seen (today's
+      2. download, then import: the statement is read as it streams, outside any
+         database transaction (no provider call ever holds one open), into a
+         temporary file; only a download that read the whole day is then
+         inserted, in one transaction, ON CONFLICT (provider, kind, provider_id)
+         DO NOTHING — a rerun adds only the lines it had not seen (today's
          statement still grows), a malformed line or a broken download keeps
          nothing of that download, and a process killed half-way leaves nothing
-         half-imported (PostgreSQL rolls the transaction back);
+         half-imported (PostgreSQL rolls the transaction back). A download that
+         fails, for any reason, leaves its reason on the import row, which the
+         audit reports and a later pass downloads again (``jobs.py``);
       3. matching, batch by batch (``matching.py``, driven by ``settling.py``),
          each batch committed on its own: a crash stops it between batches, and
          the next run takes up the lines still pending, nothing else;
@@ -22,6 +26,10 @@
          statement lists, become ``not-on-statement`` discrepancies; one that a
          later statement lists is resolved by it.
 
+Every line is one of these: matched (to a capture, a refund, a refund's
+reversal, a dispute's withdrawal or reinstatement), a stray's, not ours to
+match (the merchant's own payouts and fees), or a discrepancy for a person.
+
 Two importers running side by side are harmless: every insert skips what exists,
 every update is conditional on the state it expects, and the provider-facing
 writes are the idempotent services the reconciler uses.
@@ -29,10 +37,13 @@ writes are the idempotent services the reconciler uses.
 
 from __future__ import annotations
 
+import csv
 import logging
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from datetime import date
+from datetime import date, datetime
+from typing import IO
 
 from django.db import connection, transaction
 from django.db.models import F, Func
@@ -86,32 +97,83 @@ def statement_import_row(*, day: date, provider: str | None = None) -> Statement
 
 
 def statement_download(*, statement: StatementImport, provider: PaymentProvider) -> tuple[int, int]:
-    """Read the whole statement into lines, in one transaction: (lines read, lines new).
+    """Download the whole statement, then import its lines: (lines read, lines new).
 
-    Raises StatementFailed, having kept nothing of this download.
+    Raises StatementFailed, having kept nothing of this download and written why
+    on the import row, whatever went wrong (a line we cannot read, the provider
+    away, a bug): a day that was not read never looks like a day with nothing to
+    match.
     """
     # Everything the provider settled before this instant is in what we are about to
     # read: its statement is read after it, and a settlement is committed before the
     # provider answers the charge (or refund) that our ledger entry books.
     started = timezone.now()
     try:
-        with transaction.atomic():
-            read, added = _insert_lines(statement, provider.statement(day=statement.day))
-            held = StatementLine.objects.filter(statement=statement).count()
-            StatementImport.objects.filter(pk=statement.pk).update(
-                # GREATEST ignores NULL: the first download sets it, a slower older one
-                # finishing last never moves it back.
-                covered_until=Func(F("covered_until"), started, function="GREATEST"),
-                downloads=F("downloads") + 1,
-                lines=held,
-                error="",
-            )
-    except (StatementMalformed, ProviderOutcomeUnknown) as error:
+        with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as spool:
+            # The download: provider calls only, no transaction open.
+            read = _spool(provider.statement(day=statement.day), spool)
+            spool.seek(0)
+            # The import: database only, one transaction.
+            with transaction.atomic():
+                added = _insert_lines(statement, _unspool(spool))
+                held = StatementLine.objects.filter(statement=statement).count()
+                StatementImport.objects.filter(pk=statement.pk).update(
+                    # GREATEST ignores NULL: the first download sets it, a slower older
+                    # one finishing last never moves it back.
+                    covered_until=Func(F("covered_until"), started, function="GREATEST"),
+                    downloads=F("downloads") + 1,
+                    lines=held,
+                    error="",
+                )
+    except Exception as error:
         reason = f"{type(error).__name__}: {error}"
         StatementImport.objects.filter(pk=statement.pk).update(error=reason[:2000])
-        logger.error("statement %s %s not imported: %s", statement.provider, statement.day, reason)
+        expected = isinstance(error, StatementMalformed | ProviderOutcomeUnknown)
+        logger.error(
+            "statement %s %s not imported: %s",
+            statement.provider,
+            statement.day,
+            reason,
+            exc_info=None if expected else error,
+        )
         raise StatementFailed(reason) from error
     return read, added
+
+
+def _spool(entries: Iterable[StatementEntry], spool: IO[str]) -> int:
+    """Write the entries to ``spool`` as CSV as they arrive; how many. Memory stays flat."""
+    writer = csv.writer(spool)
+    read = 0
+    for entry in entries:
+        read += 1
+        writer.writerow(
+            (
+                entry.line,
+                entry.kind.value,
+                entry.provider_id,
+                entry.reference,
+                entry.amount,
+                entry.currency,
+                entry.status,
+                entry.settled_at.isoformat(),
+            )
+        )
+    return read
+
+
+def _unspool(spool: IO[str]) -> Iterator[tuple[object, ...]]:
+    """The spooled rows back, typed for COPY."""
+    for line_no, kind, provider_id, reference, amount, currency, status, at in csv.reader(spool):
+        yield (
+            int(line_no),
+            kind,
+            provider_id,
+            reference,
+            int(amount),
+            currency,
+            status,
+            datetime.fromisoformat(at),
+        )
 
 
 # The statement's lines are first copied into a temporary table (COPY: the fastest
@@ -139,30 +201,17 @@ _COPY = (
 )
 
 
-def _insert_lines(statement: StatementImport, entries: Iterable[StatementEntry]) -> tuple[int, int]:
-    """Stage the lines as they are parsed, then insert the new ones: (read, added).
+def _insert_lines(statement: StatementImport, rows: Iterable[tuple[object, ...]]) -> int:
+    """Stage the downloaded rows, then insert the new ones: how many were added.
 
     One COPY for the whole statement: the driver sends the rows to the server in
-    buffers as they come, so nothing waits for the whole file, here either.
+    buffers as they are read back from the file, so nothing holds the whole day.
     """
-    read = 0
     with connection.cursor() as cursor:
         cursor.execute(_STAGING)
         with cursor.cursor.copy(_COPY) as copy:
-            for entry in entries:
-                read += 1
-                copy.write_row(
-                    (
-                        entry.line,
-                        entry.kind.value,
-                        entry.provider_id,
-                        entry.reference,
-                        entry.amount,
-                        entry.currency,
-                        entry.status,
-                        entry.settled_at,
-                    )
-                )
+            for row in rows:
+                copy.write_row(row)
         cursor.execute(
             _FROM_STAGING,
             {
@@ -171,4 +220,4 @@ def _insert_lines(statement: StatementImport, entries: Iterable[StatementEntry])
                 "pending": LineOutcome.PENDING.value,
             },
         )
-        return read, cursor.rowcount
+        return cursor.rowcount

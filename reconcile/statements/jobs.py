@@ -3,11 +3,13 @@
 - ``daily_run_once``: beat's daily job — yesterday's statement (UTC), the day
   whose statement is final. ``manage.py reconcile_statement --date`` runs any day.
 - ``leftovers_run_once``: part of every reconciler pass — what a statement left
-  for later, so it does not wait a day: lines pending because their attempt was
-  in flight or the provider did not answer, stray refunds not settled yet (or
-  declined, due for their next attempt after the backoff), and
-  unmatched notifications (a capture for a reference we hold no attempt for,
-  which the statement would find tomorrow; the provider's query finds it now).
+  for later, so it does not wait a day: days whose download failed (or never
+  finished), downloaded again after the reconciler's backoff; lines pending
+  because their attempt was in flight or the provider did not answer, stray
+  refunds not settled yet (or declined, due for their next attempt after the
+  backoff), unmatched notifications (a capture no attempt of ours recorded,
+  which the statement would find tomorrow; the provider's query finds it now),
+  and open disputes asked about again (reconcile/recovery/disputes.py).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Min
+from django.db.models import Min, Q
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from payments.models import Payment, RefundAttemptStatus
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from reconcile.desk.isolation import (
+    STATEMENT_DOWNLOADS,
     STATEMENTS,
     STRAY_NOTIFICATIONS,
     STRAY_REFUNDS,
@@ -33,6 +36,7 @@ from reconcile.desk.isolation import (
 from reconcile.desk.selectors import notifications_held
 from reconcile.desk.services import notification_case_open
 from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
+from reconcile.recovery.disputes import disputes_refresh
 from reconcile.recovery.stray_retries import (
     stray_backoff_over,
     stray_late_notified,
@@ -40,7 +44,7 @@ from reconcile.recovery.stray_retries import (
     strays_unrefunded,
 )
 from reconcile.recovery.strays import stray_capture_take, stray_notifications_resolve, stray_refund
-from reconcile.statements.importing import statement_reconcile
+from reconcile.statements.importing import StatementFailed, statement_reconcile
 from reconcile.statements.settling import StatementCounts, statement_match
 
 # Unmatched notifications asked about per pass: each is one provider call, and a
@@ -58,6 +62,7 @@ def daily_run_once(*, provider: PaymentProvider | None = None) -> StatementCount
 
 @dataclass(frozen=True)
 class LeftoverCounts:
+    downloaded: int = 0  # days whose earlier download had failed, imported now
     statements: int = 0  # statements with pending lines, matched again
     lines_settled: int = 0
     strays_refunded: int = 0
@@ -67,10 +72,12 @@ class LeftoverCounts:
     # backing off, a case after CASE_AFTER_FAILURES; the others went on.
     failed: int = 0
     cases_opened: int = 0  # notifications of a capture the provider does not confirm
+    disputes_asked: int = 0  # open disputes asked about again
 
 
 def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCounts:
     provider = provider or get_provider()
+    downloaded, downloads_failed = _downloads_again(provider=provider)
     pending = StatementLine.objects.filter(outcome=LineOutcome.PENDING)
     statements = list(
         StatementImport.objects.filter(pk__in=pending.values("statement_id")).order_by("day")
@@ -91,15 +98,58 @@ def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCo
             failed += counts.failed
     strays_found, cases_opened, notifications_failed = _strays_from_notifications(provider=provider)
     refunded, strays_failed = _strays_refund(provider=provider)
+    disputes_asked, disputes_failed = disputes_refresh(provider=provider)
     return LeftoverCounts(
+        downloaded=downloaded,
+        disputes_asked=disputes_asked,
         statements=len(statements),
         lines_settled=settled,
         strays_refunded=refunded,
         strays_found=strays_found,
         notifications_resolved=stray_notifications_resolve(),
-        failed=failed + guard.failed + notifications_failed + strays_failed,
+        failed=(
+            failed
+            + guard.failed
+            + notifications_failed
+            + strays_failed
+            + downloads_failed
+            + disputes_failed
+        ),
         cases_opened=cases_opened,
     )
+
+
+def _downloads_again(*, provider: PaymentProvider) -> tuple[int, int]:
+    """Download again every day of this provider whose download failed, or never finished
+    (a process killed mid-way), once older than RECONCILE_AFTER_S: (downloaded, failed).
+
+    Each through the guard: a day that keeps failing is counted, backs off (the
+    reconciler's backoff), and is a case after CASE_AFTER_FAILURES, while its
+    reason stays on the import row for the audit.
+    """
+    quiet_since = timezone.now() - timedelta(seconds=settings.RECONCILE_AFTER_S)
+    unread = StatementImport.objects.filter(provider=provider.name, created_at__lt=quiet_since)
+    guard = ItemGuard(job=STATEMENT_DOWNLOADS, subject_type="statement")
+    downloaded = 0
+    for statement in unread.filter(~Q(error="") | Q(downloads=0)).order_by("day"):
+        if not guard.due(statement.pk):
+            continue
+        downloaded += guard.run(
+            key=statement.pk,
+            reference=str(statement.day),
+            work=partial(_download_again, day=statement.day, provider=provider),
+            failed=False,
+        )
+    return downloaded, guard.failed
+
+
+def _download_again(*, day: date, provider: PaymentProvider) -> bool:
+    try:
+        statement_reconcile(day=day, provider=provider)
+    except StatementFailed as failure:
+        # Raised on, for the guard to count; the reason is on the import row already.
+        raise RuntimeError(f"statement {day}: {failure}") from failure
+    return True
 
 
 def _strays_refund(*, provider: PaymentProvider) -> tuple[int, int]:
@@ -151,7 +201,7 @@ def _strays_from_notifications(*, provider: PaymentProvider) -> tuple[int, int, 
             received_at__lt=due_before,
         )
         .exclude(out_trade_no__in=Payment.objects.values("out_trade_no"))
-        .exclude(out_trade_no__in=StrayCapture.objects.values("out_trade_no"))
+        .exclude(trade_no__in=StrayCapture.objects.values("trade_no"))
         .exclude(pk__in=notifications_held())
     )
     charges = (

@@ -1,13 +1,17 @@
 """Matching a statement's lines against the ledger: set-based, batch by batch.
 
-A batch is a range of pending lines (by id). Four statements settle the common
+A batch is a range of pending lines (by id). A few statements settle the common
 cases for the whole range at once, however many lines it holds:
 
-1. charge lines meeting their capture entry (by ``trade_no``): MATCHED where
-   amount and currency agree, else DISCREPANCY with an ``amount-differs``
-   discrepancy inserted by the same statement;
-2. refund lines meeting their refund entry (by ``refund_id``): the same;
-3. and 4. lines of stray captures and their refunds (``strays.py``): STRAY.
+1. each kind of line meeting its ledger entry: a charge its capture (by
+   ``trade_no``), a refund its refund entry (by ``refund_id``), a
+   refund_failure its reversal (by ``refund_id``), a dispute's withdrawal or
+   reinstatement its entry of that direction (by the dispute's id): MATCHED
+   where amount and currency agree, else DISCREPANCY with an
+   ``amount-differs`` discrepancy inserted by the same statement;
+2. lines of stray captures and their refunds (``strays.py``): STRAY;
+3. ``other`` lines (the merchant's payouts, the provider's fees): NOT_OURS,
+   recorded and not matched against payments.
 
 Every UPDATE is conditional on ``outcome = 'pending'`` and every INSERT skips
 a discrepancy that exists, so a batch run twice (two importers, a crash and a
@@ -31,17 +35,25 @@ from typing import Any
 
 from django.db import DatabaseError, connection, transaction
 
-from payments.models import CAPTURE_KINDS, REFUND_KINDS
+from payments.models import CAPTURE_KINDS, REFUND_KINDS, REVERSAL_KINDS, LedgerKind
 from reconcile.desk.isolation import ItemGuard
 from reconcile.models import DiscrepancyKind, LineKind, LineOutcome, StatementLine
 
 logger = logging.getLogger(__name__)
 
+# The provider's id of a ledger entry, as its statement line names it.
+_TRADE_NO = "e.trade_no"
+_REFUND_ID = "e.refund_id"
+_DISPUTE_ID = "(SELECT d.dispute_id FROM payments_dispute AS d WHERE d.id = e.dispute_id)"
+
 # The join of a line to its ledger entry, per kind: the provider's id is unique
 # per kind in the ledger (partial unique indexes), so a line meets at most one.
 _ENTRY_OF = {
-    LineKind.CHARGE: ("trade_no", CAPTURE_KINDS),
-    LineKind.REFUND: ("refund_id", REFUND_KINDS),
+    LineKind.CHARGE: (_TRADE_NO, CAPTURE_KINDS),
+    LineKind.REFUND: (_REFUND_ID, REFUND_KINDS),
+    LineKind.REFUND_FAILURE: (_REFUND_ID, REVERSAL_KINDS),
+    LineKind.DISPUTE_WITHDRAWAL: (_DISPUTE_ID, (LedgerKind.DISPUTE_WITHDRAWAL,)),
+    LineKind.DISPUTE_REINSTATEMENT: (_DISPUTE_ID, (LedgerKind.DISPUTE_REINSTATEMENT,)),
 }
 
 # A pending line of the batch, joined to the ledger entry of its kind and provider id.
@@ -49,7 +61,7 @@ _PENDING_WITH_ENTRY = """
     FROM payments_ledgerentry AS e
     WHERE l.statement_id = %(statement)s AND l.id BETWEEN %(lo)s AND %(hi)s
       AND l.outcome = %(pending)s AND l.kind = %(kind)s
-      AND e.kind = ANY(%(entry_kinds)s) AND e.{id_column} = l.provider_id
+      AND e.kind = ANY(%(entry_kinds)s) AND {provider_id} = l.provider_id
 """
 
 # One statement per kind: every pending line that meets its entry is settled —
@@ -95,10 +107,19 @@ _STRAY_OF = (
     (LineKind.REFUND, "refund_id", "AND s.refund_status = 'SUCCEEDED'"),
 )
 
+# The merchant's own money (payouts, fees): recorded, not matched against payments.
+_NOT_OURS = """
+    UPDATE reconcile_statementline AS l
+    SET outcome = %(not_ours)s, matched_at = %(now)s
+    WHERE l.statement_id = %(statement)s AND l.id BETWEEN %(lo)s AND %(hi)s
+      AND l.outcome = %(pending)s AND l.kind = %(other)s
+"""
+
 
 def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime) -> Counter[str]:
     """Match the pending lines with ids in [lo, hi]: how many ended ``matched``,
-    ``discrepancies`` (amount differs) and ``stray``. Four statements."""
+    ``discrepancies`` (amount differs), ``stray`` and ``not_ours``. A statement per
+    kind of line."""
     params: dict[str, Any] = {
         "statement": statement_id,
         "lo": lo,
@@ -110,17 +131,19 @@ def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime
         "matched": LineOutcome.MATCHED.value,
         "discrepancy": LineOutcome.DISCREPANCY.value,
         "stray": LineOutcome.STRAY.value,
+        "not_ours": LineOutcome.NOT_OURS.value,
+        "other": LineKind.OTHER.value,
         "amount_differs": DiscrepancyKind.AMOUNT_DIFFERS.value,
     }
     counts: Counter[str] = Counter()
     with connection.cursor() as cursor:
-        for kind, (id_column, entry_kinds) in _ENTRY_OF.items():
+        for kind, (provider_id, entry_kinds) in _ENTRY_OF.items():
             kind_params: dict[str, Any] = {
                 **params,
                 "kind": kind.value,
                 "entry_kinds": [entry_kind.value for entry_kind in entry_kinds],
             }
-            join = _PENDING_WITH_ENTRY.format(id_column=id_column)
+            join = _PENDING_WITH_ENTRY.format(provider_id=provider_id)
             cursor.execute(_SETTLE.format(pending_with_entry=join), kind_params)
             matched, opened = cursor.fetchone()
             counts["matched"] += matched
@@ -131,6 +154,8 @@ def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime
                 {**params, "kind": kind.value},
             )
             counts["stray"] += cursor.rowcount
+        cursor.execute(_NOT_OURS, params)
+        counts["not_ours"] += cursor.rowcount
     return counts
 
 

@@ -52,8 +52,14 @@ class StatementImport(models.Model):
 
 
 class LineKind(models.TextChoices):
+    """What a line is (``payments.providers.StatementKind``, one for one)."""
+
     CHARGE = "charge"
     REFUND = "refund"
+    REFUND_FAILURE = "refund_failure"  # a refund that failed after it succeeded
+    DISPUTE_WITHDRAWAL = "dispute_withdrawal"
+    DISPUTE_REINSTATEMENT = "dispute_reinstatement"
+    OTHER = "other"  # payouts, the provider's fees, ...: the merchant's account's own
 
 
 class LineOutcome(models.TextChoices):
@@ -61,6 +67,9 @@ class LineOutcome(models.TextChoices):
     MATCHED = "matched"  # our ledger has it: same provider id, amount and currency
     STRAY = "stray"  # a capture (or its refund) of a reference we hold no attempt for
     DISCREPANCY = "discrepancy"  # see its StatementDiscrepancy
+    # Money of the merchant's account itself (a payout, a fee): recorded, and not
+    # ours to match against payments.
+    NOT_OURS = "not_ours"
 
 
 class StatementLine(models.Model):
@@ -71,10 +80,12 @@ class StatementLine(models.Model):
 
     statement = models.ForeignKey(StatementImport, on_delete=models.PROTECT, related_name="+")
     provider = models.CharField(max_length=32, default=SANDBOX)
-    kind = models.CharField(max_length=8, choices=Kind.choices)
+    kind = models.CharField(max_length=24, choices=Kind.choices)
     line_no = models.PositiveIntegerField()
-    provider_id = models.CharField(max_length=64)  # trade_no or refund_id
-    reference = models.CharField(max_length=64)  # out_trade_no or out_refund_no
+    # trade_no, refund_id, a dispute's id, or (other) the provider's transaction id
+    provider_id = models.CharField(max_length=64)
+    # out_trade_no or out_refund_no (a dispute: its charge's); other: what it is (payout)
+    reference = models.CharField(max_length=64)
     amount = models.PositiveBigIntegerField()
     currency = models.CharField(max_length=3)
     status = models.CharField(max_length=16)
@@ -117,6 +128,8 @@ class DiscrepancyKind(models.TextChoices):
     NOT_ON_STATEMENT = "not-on-statement"
     # A refund line for a reference we hold no refund attempt (nor stray capture) for.
     UNKNOWN_REFUND = "unknown-refund"
+    # A dispute line (or its account at the provider) for a charge no attempt of ours holds.
+    UNKNOWN_DISPUTE = "unknown-dispute"
     # A capture or refund with no ledger entry that asking the provider did not settle.
     NOT_BOOKED = "not-booked"
 

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from payments.disputes import DisputeOutcome, dispute_apply
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
@@ -42,6 +43,7 @@ from reconcile.models import (
 )
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.recovery.strays import (
+    capture_is_an_attempts_own,
     stray_by_refund_no,
     stray_capture_take,
     stray_refund_find_late,
@@ -65,6 +67,7 @@ class StatementCounts:
     downloaded: int = 0  # lines in the statement as downloaded
     new_lines: int = 0  # lines this run added (a rerun: what the day gained since)
     matched: int = 0  # lines settled by the set-based matching
+    not_ours: int = 0  # the merchant's own money (payouts, fees): recorded, not matched
     asked: int = 0  # lines with no ledger entry, settled by asking the provider
     stray: int = 0  # captures of references we hold no attempt for, refunded
     in_flight: int = 0  # lines whose attempt is younger than RECONCILE_AFTER_S: next run
@@ -131,26 +134,35 @@ def _settle_unbooked(*, line: StatementLine, provider: PaymentProvider) -> str:
     """
     in_flight_since = timezone.now() - timedelta(seconds=settings.RECONCILE_AFTER_S)
     try:
-        if line.kind == LineKind.CHARGE:
-            return _settle_capture(line=line, provider=provider, since=in_flight_since)
-        return _settle_refund(line=line, provider=provider, since=in_flight_since)
+        match line.kind:
+            case LineKind.CHARGE:
+                return _settle_capture(line=line, provider=provider, since=in_flight_since)
+            case LineKind.REFUND:
+                return _settle_refund(line=line, provider=provider, since=in_flight_since)
+            case LineKind.REFUND_FAILURE:
+                return _settle_refund_failure(line=line, provider=provider)
+            case LineKind.DISPUTE_WITHDRAWAL | LineKind.DISPUTE_REINSTATEMENT:
+                return _settle_dispute(line=line, provider=provider)
+        return _open(line, f"a {line.kind} line the shop does not match")
     except ProviderOutcomeUnknown as error:
         logger.warning("statement line %s: provider unreachable (%s)", line.pk, error)
         return "unreachable"
 
 
 def _settle_capture(*, line: StatementLine, provider: PaymentProvider, since: datetime) -> str:
-    payment = Payment.objects.filter(out_trade_no=line.reference).first()
-    if payment is None:
+    if not capture_is_an_attempts_own(out_trade_no=line.reference, trade_no=line.provider_id):
+        # No attempt of ours recorded this capture (a lost row, a dashboard charge, a
+        # second PaymentIntent naming our reference): asked about by its own id.
         stray = stray_capture_take(
             out_trade_no=line.reference, trade_no=line.provider_id, provider=provider
         )
         if stray is None:
             return _open(line, "the provider's query does not confirm this capture")
         return "stray"
+    payment = Payment.objects.get(out_trade_no=line.reference)
     if payment.status in UNSETTLED_STATUSES and payment.updated_at >= since:
         return "in_flight"  # a request is settling it right now
-    account = provider.query(out_trade_no=payment.out_trade_no)
+    account = provider.query(out_trade_no=payment.out_trade_no, trade_no=line.provider_id)
     if account is None or account.status is not ChargeStatus.SUCCESS:
         status = account.status if account else "no charge"
         return _open(line, f"asked the provider about {payment.out_trade_no}: {status}")
@@ -166,7 +178,8 @@ def _settle_refund(*, line: StatementLine, provider: PaymentProvider, since: dat
         if refund.status in UNSETTLED_REFUND_STATUSES and refund.updated_at >= since:
             return "in_flight"
         account = provider.query_refund(out_refund_no=refund.refund_no)
-        if account is None or account.status is not RefundStatus.SUCCESS:
+        # REVERSED went through first (the line says so): booked, then reversed.
+        if account is None or account.status not in (RefundStatus.SUCCESS, RefundStatus.REVERSED):
             status = account.status if account else "no refund"
             return _open(line, f"asked the provider about {refund.refund_no}: {status}")
         settled = refund_settle(refund_attempt_id=refund.pk, result=account, confirmed=True)
@@ -186,6 +199,43 @@ def _settle_refund(*, line: StatementLine, provider: PaymentProvider, since: dat
         f"refund {line.provider_id} ({line.reference}): no refund attempt of ours",
         kind=DiscrepancyKind.UNKNOWN_REFUND,
     )
+
+
+def _settle_refund_failure(*, line: StatementLine, provider: PaymentProvider) -> str:
+    """A refund that failed after it succeeded, and our books do not say so yet: the
+    provider's account of the refund books the reversal (``refund_settle``)."""
+    refund = Refund.objects.filter(refund_no=line.reference).first()
+    if refund is None:
+        return _open(
+            line,
+            f"refund {line.provider_id} ({line.reference}) failed: no refund attempt of ours",
+            kind=DiscrepancyKind.UNKNOWN_REFUND,
+        )
+    account = provider.query_refund(out_refund_no=refund.refund_no)
+    if account is None or account.status is not RefundStatus.REVERSED:
+        status = account.status if account else "no refund"
+        return _open(line, f"asked the provider about {refund.refund_no}: {status}")
+    settled = refund_settle(refund_attempt_id=refund.pk, result=account, confirmed=True)
+    complete_requests_for(resource_type=REFUND_RESOURCE, ids=[refund.pk], provider=provider)
+    _note(line, f"no reversal booked; asked the provider: {settled.outcome.value}")
+    return "asked"
+
+
+def _settle_dispute(*, line: StatementLine, provider: PaymentProvider) -> str:
+    """A dispute's money our books do not hold yet: the provider's account of the
+    dispute books it (``dispute_apply``)."""
+    account = provider.query_dispute(dispute_id=line.provider_id)
+    if account is None:
+        return _open(line, f"asked the provider about dispute {line.provider_id}: none")
+    outcome, _ = dispute_apply(account=account)
+    if outcome is DisputeOutcome.UNKNOWN_PAYMENT:
+        return _open(
+            line,
+            f"dispute {line.provider_id} of charge {account.trade_no}: no payment of ours",
+            kind=DiscrepancyKind.UNKNOWN_DISPUTE,
+        )
+    _note(line, f"no dispute entry; asked the provider: {outcome.value}")
+    return "asked"
 
 
 def _note(line: StatementLine, note: str) -> None:
@@ -239,11 +289,13 @@ def _not_on_statement(statement: StatementImport) -> int:
         INSERT INTO reconcile_statementdiscrepancy
             (kind, day, line_id, ledger_entry_id, reason, opened_at, resolution)
         SELECT %(kind)s, %(day)s, NULL, e.id,
-               e.kind || ' ' || COALESCE(e.refund_id, e.trade_no) || ' of ' || e.amount
+               e.kind || ' ' || COALESCE(e.refund_id, d.dispute_id, e.trade_no) || ' of '
+               || e.amount
                || ' ' || e.currency || ' (payment ' || e.payment_id
                || '): the provider lists it on no statement',
                %(now)s, ''
         FROM payments_ledgerentry AS e
+        LEFT JOIN payments_dispute AS d ON d.id = e.dispute_id
         WHERE e.created_at >= %(start)s AND e.created_at < %(end)s
           AND NOT EXISTS (
               SELECT 1 FROM reconcile_statementline AS l WHERE l.ledger_entry_id = e.id)
@@ -252,7 +304,7 @@ def _not_on_statement(statement: StatementImport) -> int:
           AND NOT EXISTS (
               SELECT 1 FROM reconcile_statementline AS p
               WHERE p.outcome = %(pending)s
-                AND p.provider_id = COALESCE(e.refund_id, e.trade_no))
+                AND p.provider_id = COALESCE(e.refund_id, d.dispute_id, e.trade_no))
         ON CONFLICT DO NOTHING
     """
     with connection.cursor() as cursor:

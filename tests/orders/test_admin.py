@@ -37,7 +37,7 @@ def test_a_paid_order_shows_the_refund_it_may_still_take():
     assert _allowed(order) == "mark_refunded → REFUNDED (when fully refunded)"
 
 
-def test_a_fully_refunded_order_shows_its_transition_as_ready_and_then_none():
+def test_a_fully_refunded_order_shows_its_transition_as_ready_and_then_its_reversal():
     order = _order()
     order.mark_paid(paid_at=timezone.now())
     order.save()
@@ -47,4 +47,14 @@ def test_a_fully_refunded_order_shows_its_transition_as_ready_and_then_none():
 
     order.mark_refunded()
     order.save()
+    # Not final: a refund that fails at the provider after it succeeded takes it back
+    # to PAID (payments/reversals.py), once its amount is out of refunded_amount.
+    assert _allowed(order) == "mark_unrefunded → PAID (when not fully refunded)"
+
+
+def test_a_cancelled_order_is_final():
+    order = _order()
+    order.cancel()
+    order.save()
+
     assert _allowed(order) == "none (final state)"

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, localstripe_server
+from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, StripeProxy, localstripe_server
 
 
 @pytest.fixture(scope="session")
@@ -23,3 +23,14 @@ def stripe_shop(localstripe_url: str, live_server: Any, settings: Any) -> str:
     settings.SHOP_BASE_URL = live_server.url
     settings.PROVIDER_TIMEOUT_S = 5.0
     return localstripe_url
+
+
+@pytest.fixture
+def stripe_proxy(stripe_shop: str, settings: Any) -> Iterator[StripeProxy]:
+    """The shop on Stripe through ``StripeProxy`` (what localstripe cannot show)."""
+    proxy = StripeProxy(stripe_shop)
+    settings.STRIPE_API_BASE = proxy.url
+    try:
+        yield proxy
+    finally:
+        proxy.close()

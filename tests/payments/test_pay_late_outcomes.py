@@ -102,13 +102,13 @@ class CountingProvider:
         self.real = real
         self.asked: list[str] = []
 
-    def query(self, *, out_trade_no: str) -> Any:
+    def query(self, *, out_trade_no: str, trade_no: str | None = None) -> Any:
         self.asked.append(out_trade_no)
-        return self.real.query(out_trade_no=out_trade_no)
+        return self.real.query(out_trade_no=out_trade_no, trade_no=trade_no)
 
-    def query_refund(self, *, out_refund_no: str) -> Any:
+    def query_refund(self, *, out_refund_no: str, trade_no: str | None = None) -> Any:
         self.asked.append(out_refund_no)
-        return self.real.query_refund(out_refund_no=out_refund_no)
+        return self.real.query_refund(out_refund_no=out_refund_no, trade_no=trade_no)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)

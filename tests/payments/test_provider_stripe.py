@@ -36,6 +36,7 @@ from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
 from reconcile.audit.run import audit_run
 from reconcile.models import StatementImport
+from reconcile.passes import pass_run_once
 from reconcile.statements.importing import statement_reconcile
 from reconcile.statements.report import statement_report
 from tests.conftest import client_for, new_key
@@ -400,6 +401,61 @@ def test_a_forged_webhook_is_refused_and_nothing_stored(stripe_shop, pay, order)
     assert answer.status_code == 400
     assert answer.json()["code"] == "signature-invalid"
     assert not ProviderNotification.objects.filter(provider="stripe").exists()
+
+
+def test_every_stored_event_is_answered_2xx_with_its_outcome_in_the_body(
+    stripe_shop, pay, order, settings
+):
+    # Stripe retries anything but a 2xx for three days (and may disable the endpoint):
+    # what the shop stored is acknowledged, whatever it made of it; the outcome is in
+    # the body, for whoever reads the endpoint's log at Stripe.
+    assert pay().status_code == 200
+    payment = Payment.objects.get(order=order)
+    other_amount = _event(
+        "payment_intent.succeeded",
+        {
+            "id": payment.trade_no,
+            "object": "payment_intent",
+            "amount": payment.amount + 1,
+            "currency": payment.currency.lower(),
+            "status": "succeeded",
+            "metadata": {"out_trade_no": payment.out_trade_no},
+        },
+        "evt_other_amount",
+    )
+    not_ours = _event(
+        "refund.updated",
+        {
+            "id": "re_made_elsewhere",
+            "object": "refund",
+            "amount": 100,
+            "currency": payment.currency.lower(),
+            "status": "succeeded",
+            "metadata": {"out_refund_no": "R-NOT-OURS", "out_trade_no": "P-NOT-OURS"},
+        },
+        "evt_not_ours",
+    )
+
+    for body, notify_id, outcome, code in (
+        (other_amount, "evt_other_amount", "rejected", "callback-mismatch"),
+        (not_ours, "evt_not_ours", "unmatched", "callback-unknown-payment"),
+    ):
+        first, again = _post_event(body), _post_event(body)
+
+        assert (first.status_code, again.status_code) == (200, 200), first.content
+        assert first.json() == again.json()
+        assert first.json()["outcome"] == outcome
+        assert first.json()["code"] == code
+        row = ProviderNotification.objects.get(provider="stripe", notify_id=notify_id)
+        assert (row.outcome, row.response_status) == (outcome, 200)
+    # Only a bad signature asks for a retry (test_a_forged_webhook_is_refused_...).
+
+    # The reconciler asks Stripe about the payment the other amount named: settled
+    # already, so that notification is resolved; the unknown refund is a person's.
+    settings.RECONCILE_AFTER_S = 0
+    pass_run_once()
+    assert ProviderNotification.objects.get(notify_id="evt_other_amount").resolved_at is not None
+    assert audit_run().findings == []
 
 
 def test_an_event_the_shop_does_not_apply_is_stored_and_acknowledged(stripe_shop):

@@ -120,7 +120,7 @@ def test_the_fence_cancels_a_payment_intent_a_retry_recorded_while_it_ran(
     raced: list[str] = []
     listing = StripeProvider._intents_naming
 
-    def retry_records_meanwhile(self: StripeProvider, out_trade_no: str, **kw: Any) -> list[str]:
+    def retry_records_meanwhile(self: StripeProvider, out_trade_no: str, **kw: Any) -> list[Any]:
         found = listing(self, out_trade_no, **kw)
         intent_id = self._create(
             out_trade_no=out_trade_no,
@@ -194,6 +194,7 @@ def test_the_fence_lists_only_payment_intents_since_the_attempt_began(stripe_sho
 
     # Then the listing finds it from the attempt's start, and never reads back past
     # an attempt's start (less the clocks' skew): from a day later, it is not read
-    assert provider._intents_naming(payment.out_trade_no, since=payment.created_at) == [made["id"]]
+    found = provider._intents_naming(payment.out_trade_no, since=payment.created_at)
+    assert [intent["id"] for intent in found] == [made["id"]]
     later = timezone.now() + timedelta(days=1)
     assert provider._intents_naming(payment.out_trade_no, since=later) == []

@@ -2,15 +2,19 @@
 
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from idempotency.models import IdempotencyKey
+from idempotency.services import idempotency_key_reap
 from payments.models import LedgerEntry, Refund
 from payments.providers import ChargeResult, ChargeStatus
 from payments.refund_flows import RefundPoint
 from payments.services import payment_create, payment_settle
+from reconcile.audit.run import audit_run
 from tests.assertions import assert_refunded_once
 from tests.conftest import client_for, new_key
 from tests.factories import UserFactory
@@ -303,3 +307,30 @@ def test_a_refund_the_provider_refuses_with_a_4xx_is_402_declined_and_final(
     assert refused.json()["reason"] == "rejected-charge-not-found"
     assert Refund.objects.get().status == "FAILED"
     assert refund(key)["Idempotent-Replayed"] == "true"
+
+
+def test_the_same_refund_key_after_its_record_was_reaped_is_409_reused_never_a_second_refund(
+    refund, paid_order, user, wallet, settings
+):
+    # Given a partial refund with key K, whose record the reaper deleted after the window
+    key = new_key()
+    assert refund(key, body={"amount": 1000}).status_code == 200
+    IdempotencyKey.objects.filter(key=key).update(
+        finished_at=timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL + 1)
+    )
+    assert idempotency_key_reap().deleted >= 1
+    assert not IdempotencyKey.objects.filter(key=key).exists()
+
+    # When the same request comes again with K: a new request for the key layer
+    late = refund(key, body={"amount": 1000})
+
+    # Then the refund table's (order, key) index answers: 409, and nothing moved again
+    assert late.status_code == 409, late.content
+    assert late.json()["code"] == "idempotency-key-reused"
+    assert late["Idempotent-Replayed"] == "false"
+    assert Refund.objects.filter(order=paid_order).count() == 1
+    assert_refunded_once(paid_order, user, wallet, refunded=1000)
+    # A new key still refunds the rest
+    assert refund(body={}).status_code == 200
+    assert_refunded_once(paid_order, user, wallet, refunded=paid_order.amount)
+    assert audit_run().findings == []

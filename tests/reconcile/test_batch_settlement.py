@@ -111,10 +111,10 @@ class Scripted:
     def __init__(self, real: PaymentProvider, script: dict[str, Callable[[], Any]]) -> None:
         self.real, self.script = real, script
 
-    def query(self, *, out_trade_no: str) -> ChargeResult | None:
+    def query(self, *, out_trade_no: str, trade_no: str | None = None) -> ChargeResult | None:
         if out_trade_no in self.script:
             return self.script[out_trade_no]()
-        return self.real.query(out_trade_no=out_trade_no)
+        return self.real.query(out_trade_no=out_trade_no, trade_no=trade_no)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)

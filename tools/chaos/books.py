@@ -31,6 +31,11 @@ class OrderBook:
     captures: tuple[int, ...]  # amounts of its `capture` ledger entries
     shipments: int
     lines: tuple[tuple[str, int], ...]  # (sku, quantity)
+    # What refunds that went through and then failed at the provider (refund_reversal)
+    # took back out of refunded_amount: the customer was told refunded, and the books
+    # say the money came back to the shop (docs/design.md, "Money that moves after the
+    # fact"). Never more than a refund the customer was told about.
+    reversed: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,12 +78,16 @@ class Books:
     attempts: dict[str, AttemptBook]
     keys: dict[tuple[str, str], KeyBook]  # (username, key)
     wallets: dict[str, tuple[int, int]]  # payer -> (charged_total, refunded_total)
-    ledger_net: dict[str, int]  # username -> captured - refunded, every kind of entry
+    # username -> captured - refunded + reversed - disputed + reinstated, every kind of entry
+    ledger_net: dict[str, int]
     products: dict[str, tuple[int, int]]  # sku -> (stock, received)
     unresolved: list[str] = field(default_factory=list)  # what is still in flight
     cases: list[CaseBook] = field(default_factory=list)
     audit_exit: int = 0
     audit_output: str = ""
+    # payer -> what disputes gave back to them (dispute_lost): the wallet's net debit
+    # is charged - refunded - disputed.
+    disputed: dict[str, int] = field(default_factory=dict)
 
 
 def books_read(*, received: dict[str, int], audit: tuple[int, str]) -> Books:
@@ -86,18 +95,21 @@ def books_read(*, received: dict[str, int], audit: tuple[int, str]) -> Books:
     from demo.sandbox.models import Charge, Wallet
     from idempotency.models import IdempotencyKey, RecoveryPoint
     from orders.models import Order, OrderLine, Product, Shipment
-    from payments.models import CAPTURE_KINDS, LedgerEntry, LedgerKind, Payment, Refund
+    from payments.models import MONEY_IN_KINDS, LedgerEntry, LedgerKind, Payment, Refund
     from reconcile.desk.models import Case, CaseAction
 
     shipments = Counter(Shipment.objects.values_list("order__number", flat=True))
     captures: dict[str, list[int]] = defaultdict(list)
+    reversed_: Counter[str] = Counter()
     net: Counter[str] = Counter()
     for number, username, kind, amount in LedgerEntry.objects.values_list(
         "order__number", "order__user__username", "kind", "amount"
     ):
         if kind == LedgerKind.CAPTURE:
             captures[number].append(amount)
-        net[username] += amount if kind in CAPTURE_KINDS else -amount
+        if kind == LedgerKind.REFUND_REVERSAL:
+            reversed_[number] += amount
+        net[username] += amount if kind in MONEY_IN_KINDS else -amount
     lines: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for number, sku, quantity in OrderLine.objects.values_list("order__number", "sku", "quantity"):
         lines[number].append((sku, quantity))
@@ -112,12 +124,13 @@ def books_read(*, received: dict[str, int], audit: tuple[int, str]) -> Books:
             captures=tuple(captures[number]),
             shipments=shipments[number],
             lines=tuple(lines[number]),
+            reversed=reversed_[number],
         )
         for number, username, status, amount, refunded, key in Order.objects.values_list(
             "number", "user__username", "status", "amount", "refunded_amount", "idempotency_key"
         )
     }
-    charges = {charge.out_trade_no: charge for charge in Charge.objects.all()}
+    charges = {charge.out_trade_no: charge for charge in Charge.objects.select_related("dispute")}
     attempts = {}
     payment_refs: dict[int, tuple[str, str]] = {}
     for pk, ref, number, status in Payment.objects.values_list(
@@ -203,14 +216,18 @@ def books_read(*, received: dict[str, int], audit: tuple[int, str]) -> Books:
         unresolved=unresolved,
         audit_exit=audit[0],
         audit_output=audit[1],
+        disputed=dict(Wallet.objects.values_list("payer", "disputed_total")),
     )
 
 
 def _net(charge: Any) -> int:
-    """What the provider kept of a charge: captured minus refunded (0 if never captured)."""
+    """What the provider kept of a charge: captured minus refunded (a refund reversed
+    no longer counts) minus what a dispute gave back (0 if never captured)."""
     if charge is None or charge.status != "SUCCESS":
         return 0
-    return int(charge.amount or 0) - int(charge.refunded_total)
+    dispute = getattr(charge, "dispute", None)
+    disputed = dispute.withdrawn - dispute.reinstated if dispute is not None else 0
+    return int(charge.amount or 0) - int(charge.refunded_total) - disputed
 
 
 def _late(charge: Any) -> bool:

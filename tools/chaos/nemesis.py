@@ -17,8 +17,11 @@ Each kind is a thing that happens to real deployments:
 - ``terminate-backends``: ``pg_terminate_backend`` on a few of the app's
   database sessions, mid-transaction or idle;
 - ``provider-faults``: arm one or more of the sandbox's fault modes (stacked),
-  for charges or refunds, ``late_success`` included, and ``requires_action`` for
-  charges (the customer completes, abandons or walks away: tools/chaos/customers.py);
+  for charges or refunds, ``late_success`` included, ``requires_action`` for
+  charges (the customer completes, abandons or walks away: tools/chaos/customers.py),
+  and the money that moves after the fact: ``refund_reversal`` (a refund that fails
+  after succeeding) for refunds, ``dispute_lost`` (a chargeback opened and lost) for
+  charges;
 - ``customers-must-act``: arm ``requires_action`` alone for the next few charges, so
   that every run (even a short one, whose few provider-faults strikes may draw other
   modes) has customers the provider waits for, some of whom walk away and are
@@ -57,9 +60,12 @@ FAULT_MODES = [
     "callback_drop",
     "late_success",
     "requires_action",
+    "refund_reversal",
+    "dispute_lost",
 ]
-# Modes that mean something for a charge only: a refund never waits for the customer.
-CHARGE_ONLY_MODES = frozenset({"requires_action"})
+# The modes that mean something for one target only: a refund never waits for the
+# customer, a charge is never reversed, a refund is never disputed.
+ONLY_FOR = {"requires_action": "charge", "refund_reversal": "refund", "dispute_lost": "charge"}
 # A pause between two faults is drawn from this range (seconds); --pace scales it.
 PAUSE_S = (1.0, 4.0)
 # How long stop-redis keeps Redis down: long enough for every customer to meet it
@@ -215,7 +221,7 @@ class Nemesis:
     def provider_faults(self) -> dict[str, Any]:
         target = self.rng.choice(["charge", "charge", "refund"])
         armed = []
-        fits = [m for m in FAULT_MODES if target == "charge" or m not in CHARGE_ONLY_MODES]
+        fits = [m for m in FAULT_MODES if ONLY_FOR.get(m, target) == target]
         fresh = [m for m in self.modes_left if m in fits]
         count = self.rng.choice([1, 1, 2, 3])
         chosen = self.rng.sample(fresh, min(count, len(fresh)))
@@ -224,7 +230,13 @@ class Nemesis:
             if mode in self.modes_left:
                 self.modes_left.remove(mode)
             fault = {"mode": mode, "target": target, "count": self.rng.randint(1, 5)}
-            if mode in ("timeout_after_commit", "late_success", "callback_shuffle"):
+            if mode in (
+                "timeout_after_commit",
+                "late_success",
+                "callback_shuffle",
+                "refund_reversal",
+                "dispute_lost",
+            ):
                 # Past the shop's provider timeout (2 s) for a timeout; a late
                 # success settles after at least a second (tools/chaos/books.py).
                 fault["delay_s"] = round(self.rng.uniform(1.0, 4.0), 1)

@@ -18,7 +18,8 @@ class Charge(models.Model):
     DECLINED for good when the wallet cannot cover it) clears the marker; nothing
     else ever moves a status. ``refunded_total`` grows by conditional UPDATE only.
     A CLOSED row is the fence written by ``charge_close`` before any charge
-    existed; its terms are unknown (NULL).
+    existed; its terms are unknown (NULL). ``disputes_at``: a SUCCESS charge the
+    ``dispute_lost`` fault will have disputed then (services.disputes).
 
     ACTION_REQUIRED (the ``requires_action`` fault) is the one state that waits:
     the customer must act (as for 3-D Secure) with the charge's ``client_secret``,
@@ -51,6 +52,10 @@ class Charge(models.Model):
     late_success_at = models.DateTimeField(null=True, blank=True)
     # What the customer proves they are the payer with (ACTION_REQUIRED charges only).
     client_secret = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    # Set while a dispute is scheduled (services.disputes), cleared when it opens; then
+    # ``disputed_at`` says when: a disputed charge is refunded no more.
+    disputes_at = models.DateTimeField(null=True, blank=True)
+    disputed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -98,6 +103,11 @@ class Charge(models.Model):
                 condition=Q(late_success_at__isnull=True) | Q(status="DECLINED"),
                 name="sandbox_charge_late_success_only_declined",
             ),
+            # Only money that was taken can be disputed.
+            models.CheckConstraint(
+                condition=Q(disputes_at__isnull=True) | Q(status="SUCCESS"),
+                name="sandbox_charge_dispute_only_success",
+            ),
         ]
         indexes = [
             # The daily statement reads a day's successful charges in paid_at order.
@@ -119,16 +129,20 @@ class Charge(models.Model):
 class Refund(models.Model):
     """One merchant refund (``out_refund_no``) of a charge, and its final outcome.
 
-    Written once, already settled, and never changed, but for one case: a refund
+    Written once, already settled, and never changed, but for two cases: a refund
     declined under ``late_success`` (``late_success_at`` set) becomes SUCCESS
-    once, later (services.late_success). A DECLINED refund moved no money; its
-    amount is what was asked for. ``currency`` is the charge's, so it is
-    NULL only for a declined refund of a CLOSED fence (whose terms are unknown).
+    once, later (services.late_success); a SUCCESS refund under
+    ``refund_reversal`` (``reverses_at`` set) becomes REVERSED once, later: it
+    failed on its way to the payer and its money came back (services.reversals).
+    A DECLINED refund moved no money; its amount is what was asked for.
+    ``currency`` is the charge's, so it is NULL only for a declined refund of a
+    CLOSED fence (whose terms are unknown).
     """
 
     class Status(models.TextChoices):
         SUCCESS = "SUCCESS"
         DECLINED = "DECLINED"
+        REVERSED = "REVERSED"  # it succeeded, then failed: the money came back
 
     refund_id = models.CharField(max_length=32)
     out_refund_no = models.CharField(max_length=64)
@@ -141,6 +155,9 @@ class Refund(models.Model):
     refunded_at = models.DateTimeField(null=True, blank=True)
     # late_success: when this DECLINED refund is to succeed (cleared when it is tried).
     late_success_at = models.DateTimeField(null=True, blank=True)
+    # refund_reversal: when this SUCCESS refund is to fail (cleared when it is tried).
+    reverses_at = models.DateTimeField(null=True, blank=True)
+    reversed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -153,15 +170,29 @@ class Refund(models.Model):
             ),
             models.UniqueConstraint(fields=["refund_id"], name="sandbox_refund_refund_id_unique"),
             models.CheckConstraint(condition=Q(amount__gt=0), name="sandbox_refund_amount_gt_0"),
+            # A reversed refund did succeed first: it keeps when.
             models.CheckConstraint(
-                condition=Q(status="SUCCESS", refunded_at__isnull=False, currency__isnull=False)
-                | (~Q(status="SUCCESS") & Q(refunded_at__isnull=True)),
-                name="sandbox_refund_refunded_at_iff_success",
+                condition=Q(
+                    status__in=["SUCCESS", "REVERSED"],
+                    refunded_at__isnull=False,
+                    currency__isnull=False,
+                )
+                | (Q(status="DECLINED") & Q(refunded_at__isnull=True)),
+                name="sandbox_refund_refunded_at_iff_it_went_through",
             ),
             models.CheckConstraint(
-                condition=Q(status="DECLINED", decline_reason__isnull=False)
-                | (~Q(status="DECLINED") & Q(decline_reason__isnull=True)),
-                name="sandbox_refund_reason_iff_declined",
+                condition=Q(status__in=["DECLINED", "REVERSED"], decline_reason__isnull=False)
+                | (Q(status="SUCCESS") & Q(decline_reason__isnull=True)),
+                name="sandbox_refund_reason_iff_not_success",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="REVERSED", reversed_at__isnull=False)
+                | (~Q(status="REVERSED") & Q(reversed_at__isnull=True)),
+                name="sandbox_refund_reversed_at_iff_reversed",
+            ),
+            models.CheckConstraint(
+                condition=Q(reverses_at__isnull=True) | Q(status="SUCCESS"),
+                name="sandbox_refund_reversal_only_success",
             ),
         ]
         indexes = [
@@ -170,6 +201,12 @@ class Refund(models.Model):
                 fields=["refunded_at", "id"],
                 condition=Q(status="SUCCESS"),
                 name="sandbox_refund_statement_idx",
+            ),
+            # ... and the day's reversed ones, in reversed_at order.
+            models.Index(
+                fields=["reversed_at", "id"],
+                condition=Q(status="REVERSED"),
+                name="sandbox_refund_reversed_idx",
             ),
         ]
 

@@ -27,6 +27,10 @@ class Fault(models.Model):
         # The charge waits for the customer (3-D Secure): completed or abandoned
         # through POST /sandbox/v1/charges/{out_trade_no}/action, or fenced by a close.
         REQUIRES_ACTION = "requires_action"
+        # A refund that succeeds now and fails after delay_s (a closed card).
+        REFUND_REVERSAL = "refund_reversal"
+        # A charge that succeeds now, is disputed after delay_s, and lost after as long.
+        DISPUTE_LOST = "dispute_lost"
 
     class Target(models.TextChoices):
         CHARGE = "charge"

@@ -6,10 +6,17 @@ from django.db import models
 from django.db.models import Q
 
 from demo.sandbox.models.charges import Charge, Refund
+from demo.sandbox.models.disputes import Dispute
 
-# What an idempotency record or a notification is about: a charge or a refund, never both.
+# What an idempotency record is about: a charge or a refund, never both.
 _ONE_SUBJECT = Q(charge__isnull=False, refund__isnull=True) | Q(
     charge__isnull=True, refund__isnull=False
+)
+# What a notification is about: a charge, a refund or a dispute, exactly one.
+_ONE_NOTIFIED = (
+    Q(charge__isnull=False, refund__isnull=True, dispute__isnull=True)
+    | Q(charge__isnull=True, refund__isnull=False, dispute__isnull=True)
+    | Q(charge__isnull=True, refund__isnull=True, dispute__isnull=False)
 )
 
 
@@ -50,7 +57,7 @@ class IdempotencyRecord(models.Model):
 
 class Notification(models.Model):
     """One copy of an outgoing notification (provider -> merchant callback) about
-    a settled charge or refund.
+    a settled charge or refund, or a dispute that opened or closed.
 
     Copies made by the ``callback_duplicates`` fault share ``notify_id``: that is
     what a real provider resending the same notification looks like, and what
@@ -70,6 +77,9 @@ class Notification(models.Model):
     refund = models.ForeignKey(
         Refund, on_delete=models.PROTECT, null=True, blank=True, related_name="notifications"
     )
+    dispute = models.ForeignKey(
+        Dispute, on_delete=models.PROTECT, null=True, blank=True, related_name="notifications"
+    )
     # The exact body every attempt sends (re-signed per attempt, same bytes).
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -87,7 +97,9 @@ class Notification(models.Model):
             models.UniqueConstraint(
                 fields=["notify_id", "copy"], name="sandbox_notification_one_row_per_copy"
             ),
-            models.CheckConstraint(condition=_ONE_SUBJECT, name="sandbox_notification_one_subject"),
+            models.CheckConstraint(
+                condition=_ONE_NOTIFIED, name="sandbox_notification_one_subject_of_three"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -95,5 +107,7 @@ class Notification(models.Model):
 
     @property
     def notify_url(self) -> str:
-        subject = self.charge if self.charge is not None else self.refund
+        subject: Charge | Refund | None = self.charge or self.refund
+        if self.dispute is not None:
+            subject = self.dispute.charge
         return (subject.notify_url if subject is not None else None) or ""

@@ -18,6 +18,9 @@ class Wallet(models.Model):
     # shop's books without adding up rows.
     charged_total = models.BigIntegerField(default=0)
     refunded_total = models.BigIntegerField(default=0)
+    # What disputes gave back to the payer (withdrawn from the merchant, less what a
+    # dispute won reinstated): net debit = charged - refunded - disputed.
+    disputed_total = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -35,6 +38,13 @@ class Wallet(models.Model):
             models.CheckConstraint(
                 condition=Q(refunded_total__gte=0, refunded_total__lte=F("charged_total")),
                 name="sandbox_wallet_refunded_within_charged",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    disputed_total__gte=0,
+                    disputed_total__lte=F("charged_total") - F("refunded_total"),
+                ),
+                name="sandbox_wallet_disputed_within_charged",
             ),
         ]
 

@@ -27,6 +27,7 @@ from demo.sandbox.services.declines import (
     DECLINE_PENDING,
     DECLINE_SCRIPTED,
 )
+from demo.sandbox.services.disputes import dispute_schedule
 from demo.sandbox.services.faults import AppliedFaults
 from demo.sandbox.services.idempotency import (
     Answer,
@@ -81,6 +82,12 @@ def _settle(*, terms: ChargeTerms, faults: AppliedFaults) -> Charge:
         late_success_at = timezone.now() + timedelta(seconds=faults.late_success_delay_s)
     elif not wallet_debit(wallet_id=wallet.pk, amount=terms.amount):
         status, reason, paid_at = Charge.Status.DECLINED, DECLINE_INSUFFICIENT_FUNDS, None
+    # dispute_lost: a charge that went through is disputed later (services.disputes).
+    disputes_at = (
+        timezone.now() + timedelta(seconds=faults.dispute_delay_s)
+        if status == Charge.Status.SUCCESS and faults.dispute_delay_s is not None
+        else None
+    )
     # Inserted after the debit: if a concurrent request already holds this
     # out_trade_no, the INSERT waits for it and raises, and the savepoint takes
     # our debit back with it.
@@ -96,6 +103,7 @@ def _settle(*, terms: ChargeTerms, faults: AppliedFaults) -> Charge:
         paid_at=paid_at,
         late_success_at=late_success_at,
         client_secret=client_secret,
+        disputes_at=disputes_at,
     )
 
 
@@ -132,6 +140,8 @@ def _finish(*, key: str, terms: ChargeTerms, charge: Charge, faults: AppliedFaul
         charge_notifications_schedule(charge=charge, faults=faults)
     if charge.late_success_at is not None:
         late_success_schedule(charge=charge)
+    if charge.disputes_at is not None:
+        dispute_schedule(charge=charge)
     return Answer(body=body, replayed=False)
 
 

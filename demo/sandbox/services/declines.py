@@ -11,3 +11,9 @@ DECLINE_ABANDONED = "action_abandoned"
 # Refunds: only a SUCCESS charge can be refunded, and never beyond its amount.
 DECLINE_CHARGE_NOT_REFUNDABLE = "charge_not_refundable"
 DECLINE_EXCEEDS_REFUNDABLE = "exceeds_refundable"
+# refund_reversal: why a refund failed after it succeeded (Stripe's failure_reason).
+DECLINE_REFUND_FAILED = "expired_or_canceled_card"
+# A disputed charge cannot be refunded: the dispute decides where its money goes.
+DECLINE_CHARGE_DISPUTED = "charge_disputed"
+# dispute_lost: the reason a payer's bank gives most often.
+DISPUTE_REASON = "fraudulent"

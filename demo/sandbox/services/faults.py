@@ -35,6 +35,8 @@ class AppliedFaults:
     shuffle_spread_s: float | None = None  # None: copies are sent at once, in order
     late_success_delay_s: float | None = None  # None: the outcome is final at once
     requires_action: bool = False  # the charge waits for the customer to act
+    reversal_delay_s: float | None = None  # a refund: None, it never fails after succeeding
+    dispute_delay_s: float | None = None  # a charge: None, it is never disputed
 
     @classmethod
     def from_rows(cls, rows: Sequence[tuple[str, float, int]]) -> AppliedFaults:
@@ -47,6 +49,8 @@ class AppliedFaults:
                 copies = max(copies, by_mode[mode][1])
         shuffle = by_mode.get(Mode.CALLBACK_SHUFFLE)
         late = by_mode.get(Mode.LATE_SUCCESS)
+        reversal = by_mode.get(Mode.REFUND_REVERSAL)
+        dispute = by_mode.get(Mode.DISPUTE_LOST)
         return cls(
             decline=Mode.DECLINE in by_mode,
             fail_before_commit=Mode.ERROR_BEFORE_COMMIT in by_mode,
@@ -57,6 +61,8 @@ class AppliedFaults:
             shuffle_spread_s=None if shuffle is None else (shuffle[0] or SHUFFLE_SPREAD_S),
             late_success_delay_s=None if late is None else late[0],
             requires_action=Mode.REQUIRES_ACTION in by_mode,
+            reversal_delay_s=None if reversal is None else reversal[0],
+            dispute_delay_s=None if dispute is None else dispute[0],
         )
 
 

@@ -10,13 +10,14 @@ from typing import Any
 from django.db import transaction
 
 from config.celery import whole_seconds
-from demo.sandbox.models import Charge, Notification, Refund
-from demo.sandbox.serializers import charge_json, refund_json
+from demo.sandbox.models import Charge, Dispute, Notification, Refund
+from demo.sandbox.serializers import charge_json, dispute_json, refund_json
 from demo.sandbox.services.faults import NO_FAULTS, AppliedFaults
 
-# The ``event`` of a refund notification. A charge notification has no ``event``:
-# its body stays exactly what merchants already read.
+# The ``event`` of a refund (dispute) notification. A charge notification has no
+# ``event``: its body stays exactly what merchants already read.
 REFUND_EVENT = "refund"
+DISPUTE_EVENT = "dispute"
 
 
 def _new_notify_id() -> str:
@@ -68,8 +69,23 @@ def refund_notifications_schedule(*, refund: Refund, faults: AppliedFaults) -> l
                 "refunded_at",
             )
         },
+        # A refund that failed after it went through says when, too.
+        **({"reversed_at": body["reversed_at"]} if refund.status == Refund.Status.REVERSED else {}),
     }
     return _schedule(payload=payload, subject={"refund": refund}, faults=faults)
+
+
+def dispute_notifications_schedule(*, dispute: Dispute) -> list[Notification]:
+    """What a dispute that opened or closed sends: ``event: dispute`` and its fields.
+
+    Silent for a charge whose own notifications ``callback_drop`` dropped: the
+    merchant learns of it by asking, or from the statement.
+    """
+    body = dispute_json(dispute)
+    payload = {"event": DISPUTE_EVENT, "notify_id": _new_notify_id(), **body}
+    notified = Notification.objects.filter(charge=dispute.charge).exists()
+    faults = NO_FAULTS if notified else AppliedFaults(drop_notification=True)
+    return _schedule(payload=payload, subject={"dispute": dispute}, faults=faults)
 
 
 def _schedule(

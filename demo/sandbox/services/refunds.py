@@ -15,7 +15,10 @@ Decisions a merchant relies on:
   nothing stored (a retry once the charge exists is a new request);
 - a charge that is not SUCCESS (DECLINED, CLOSED): 200 DECLINED
   ``charge_not_refundable``, stored and deduped like any refund;
-- more than the charge's refundable rest: 200 DECLINED ``exceeds_refundable``.
+- more than the charge's refundable rest: 200 DECLINED ``exceeds_refundable``;
+- a disputed charge: 200 DECLINED ``charge_disputed`` (the dispute decides);
+- under ``refund_reversal``: SUCCESS now, and REVERSED after the fault's delay_s
+  (services.reversals).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from demo.sandbox.errors import ChargeNotFound, OutRefundNoMismatch
 from demo.sandbox.models import Charge, Fault, Refund
 from demo.sandbox.serializers import refund_json
 from demo.sandbox.services.declines import (
+    DECLINE_CHARGE_DISPUTED,
     DECLINE_CHARGE_NOT_REFUNDABLE,
     DECLINE_EXCEEDS_REFUNDABLE,
     DECLINE_PENDING,
@@ -40,6 +44,7 @@ from demo.sandbox.services.faults import AppliedFaults
 from demo.sandbox.services.idempotency import Answer, create_once, fingerprint, record_insert
 from demo.sandbox.services.late_success import refund_late_success_schedule
 from demo.sandbox.services.notifications import refund_notifications_schedule
+from demo.sandbox.services.reversals import refund_reversal_schedule
 from demo.sandbox.services.wallets import wallet_credit
 
 
@@ -59,11 +64,14 @@ def _new_refund_id() -> str:
 
 
 def charge_take_refund(*, charge: Charge, amount: int) -> bool:
-    """Count ``amount`` against the charge if it is SUCCESS and has that much left."""
+    """Count ``amount`` against the charge if it is SUCCESS, not disputed, and has that
+    much left (the condition is on the charge row itself, so a dispute opening on it
+    at the same instant is seen: one of the two waits for the other's row lock)."""
     return bool(
         Charge.objects.filter(
             pk=charge.pk,
             status=Charge.Status.SUCCESS,
+            disputed_at__isnull=True,
             refunded_total__lte=F("amount") - amount,
         ).update(refunded_total=F("refunded_total") + amount)
     )
@@ -84,10 +92,15 @@ def _settle(*, terms: RefundTerms, charge: Charge, faults: AppliedFaults) -> Ref
         wallet_credit(wallet_id=charge.wallet_id, amount=terms.amount)
     else:
         # The UPDATE decided; this read only names the reason (the charge's status
-        # cannot leave SUCCESS, so a SUCCESS now means it was SUCCESS then).
-        succeeded = Charge.objects.filter(pk=charge.pk, status=Charge.Status.SUCCESS).exists()
+        # cannot leave SUCCESS, nor a dispute go away, so what is read now was so then).
+        now = Charge.objects.get(pk=charge.pk)
         status = Refund.Status.DECLINED
-        reason = DECLINE_EXCEEDS_REFUNDABLE if succeeded else DECLINE_CHARGE_NOT_REFUNDABLE
+        if now.disputed_at is not None:
+            reason = DECLINE_CHARGE_DISPUTED
+        elif now.status == Charge.Status.SUCCESS:
+            reason = DECLINE_EXCEEDS_REFUNDABLE
+        else:
+            reason = DECLINE_CHARGE_NOT_REFUNDABLE
     # Inserted after the money: if a concurrent request already holds this
     # out_refund_no, the INSERT waits for it and raises, and the savepoint takes
     # our refund back with it.
@@ -102,6 +115,11 @@ def _settle(*, terms: RefundTerms, charge: Charge, faults: AppliedFaults) -> Ref
         decline_reason=reason,
         refunded_at=refunded_at if status == Refund.Status.SUCCESS else None,
         late_success_at=late_success_at,
+        reverses_at=(
+            timezone.now() + timedelta(seconds=faults.reversal_delay_s)
+            if status == Refund.Status.SUCCESS and faults.reversal_delay_s is not None
+            else None
+        ),
     )
 
 
@@ -139,6 +157,8 @@ def _finish(*, key: str, terms: RefundTerms, refund: Refund, faults: AppliedFaul
     refund_notifications_schedule(refund=refund, faults=faults)
     if refund.late_success_at is not None:
         refund_late_success_schedule(refund=refund)
+    if refund.reverses_at is not None:
+        refund_reversal_schedule(refund=refund)
     return Answer(body=body, replayed=False)
 
 

@@ -1,10 +1,13 @@
 """The sandbox's safety net for messages its broker lost (docs/design.md, "Redis down").
 
-A settled charge or refund enqueues its notifications, and a charge or refund
-declined under ``late_success`` enqueues its late success, once the transaction
-commits (``on_commit``, robust). A broker that is down at that instant loses the
-message while the rows stay as committed: a notification PENDING and never
-tried, a ``late_success_at`` that passes with nothing to act on it. This sweep,
+A settled charge or refund enqueues its notifications, a charge or refund
+declined under ``late_success`` enqueues its late success, a refund under
+``refund_reversal`` its reversal, a charge under ``dispute_lost`` its dispute
+(and the dispute its close), once the transaction commits (``on_commit``,
+robust). A broker that is down at that instant loses the message while the
+rows stay as committed: a notification PENDING and never tried, a
+``late_success_at`` (``reverses_at``, ``disputes_at``, ``closes_at``) that
+passes with nothing to act on it. This sweep,
 run by beat, finds those a grace period late and sees them done, so an outage
 of the broker delays the provider's side of the story but does not rewrite it.
 """
@@ -18,9 +21,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from demo.sandbox.models import Charge, Notification, Refund
+from demo.sandbox.models import Charge, Dispute, Notification, Refund
+from demo.sandbox.services.disputes import dispute_close_lost, dispute_open
 from demo.sandbox.services.late_success import late_success_settle, refund_late_success_settle
 from demo.sandbox.services.notifications import notification_enqueue
+from demo.sandbox.services.reversals import refund_reversal_settle
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +43,9 @@ class SweepCounts:
     notifications_enqueued: int
     late_charges_settled: int
     late_refunds_settled: int
+    refunds_reversed: int = 0
+    disputes_opened: int = 0
+    disputes_closed: int = 0
     failed: int = 0  # items that raised: logged with their reference, tried next sweep
 
 
@@ -86,9 +94,41 @@ def sandbox_sweep_run_once(*, after_s: float = SWEEP_AFTER_S) -> SweepCounts:
     refunds_settled, failed_refunds = _each(
         "refund", refunds[:BATCH], lambda pk: refund_late_success_settle(refund_id=pk)
     )
+    # What refund_reversal and dispute_lost scheduled whose message was lost.
+    scheduled = [
+        (
+            "reversal",
+            Refund.objects.filter(status=Refund.Status.SUCCESS, reverses_at__lt=cutoff),
+            lambda pk: refund_reversal_settle(refund_id=pk),
+        ),
+        (
+            "dispute",
+            Charge.objects.filter(status=Charge.Status.SUCCESS, disputes_at__lt=cutoff),
+            lambda pk: dispute_open(charge_id=pk),
+        ),
+        (
+            "dispute",
+            Dispute.objects.filter(status=Dispute.Status.OPEN, closes_at__lt=cutoff),
+            lambda pk: dispute_close_lost(dispute_id=pk),
+        ),
+    ]
+    (reversed_, failed_reversals), (opened, failed_openings), (closed, failed_closings) = [
+        _each(kind, rows.values_list("pk", flat=True)[:BATCH], work)
+        for kind, rows, work in scheduled
+    ]
     return SweepCounts(
         notifications_enqueued=enqueued,
         late_charges_settled=charges_settled,
         late_refunds_settled=refunds_settled,
-        failed=failed_notifications + failed_charges + failed_refunds,
+        refunds_reversed=reversed_,
+        disputes_opened=opened,
+        disputes_closed=closed,
+        failed=(
+            failed_notifications
+            + failed_charges
+            + failed_refunds
+            + failed_reversals
+            + failed_openings
+            + failed_closings
+        ),
     )

@@ -37,3 +37,27 @@ def wallet_credit(*, wallet_id: int, amount: int) -> None:
     )
     if updated != 1:
         raise RuntimeError(f"wallet {wallet_id} vanished during a refund")
+
+
+def wallet_uncredit(*, wallet_id: int, amount: int) -> bool:
+    """Take back a refund's credit that never reached the payer (a refund reversed).
+
+    False (nothing taken) when the balance no longer holds it: the payer spent
+    the money meanwhile, and the provider cannot reverse what is gone.
+    """
+    return bool(
+        Wallet.objects.filter(pk=wallet_id, balance__gte=amount, refunded_total__gte=amount).update(
+            balance=F("balance") - amount, refunded_total=F("refunded_total") - amount
+        )
+    )
+
+
+def wallet_dispute_credit(*, wallet_id: int, amount: int) -> None:
+    """Give a disputed charge's money back to the payer (the dispute withdrew it from
+    the merchant). The CHECK on ``disputed_total`` keeps it within what is left of
+    the charges."""
+    updated = Wallet.objects.filter(pk=wallet_id).update(
+        balance=F("balance") + amount, disputed_total=F("disputed_total") + amount
+    )
+    if updated != 1:
+        raise RuntimeError(f"wallet {wallet_id} vanished during a dispute")

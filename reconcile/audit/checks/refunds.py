@@ -1,10 +1,13 @@
 """Refunds, orphaned captures and notifications (invariants 6 and 7 of docs/design.md).
 
 Refunds of an order never exceed its capture, its ``refunded_amount`` is what
-its refund entries add up to, and a REFUNDED order got all of it back. An
-orphaned capture is refunded in full once the reconciler had its time. Every
-notification the shop could not apply is resolved once the reconciler had
-its time. Things younger than RECONCILE_AFTER_S are in flight, not findings.
+its refund entries add up to less their reversals (a refund that failed after
+it succeeded gave nothing back), and a REFUNDED order got all of it back;
+what a dispute gave back counts with the refunds against the capture, never in
+``refunded_amount``. An orphaned capture is given back in full (refunds less
+reversals, plus what a dispute took) once the reconciler had its time. Every
+notification the shop could not apply is resolved once the reconciler had its
+time. Things younger than RECONCILE_AFTER_S are in flight, not findings.
 """
 
 from __future__ import annotations
@@ -12,13 +15,22 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, OuterRef, Q, Subquery, Sum
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Sum
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
 
 from callbacks.models import UNRESOLVED_OUTCOMES, ProviderNotification
 from edge.money import money
 from orders.models import Order
-from payments.models import UNSETTLED_REFUND_STATUSES, LedgerEntry, Payment, PaymentStatus, Refund
+from payments.models import (
+    REFUND_KINDS,
+    REVERSAL_KINDS,
+    UNSETTLED_REFUND_STATUSES,
+    LedgerEntry,
+    Payment,
+    PaymentStatus,
+    Refund,
+)
 from reconcile.audit.checks import AuditContext, Checked
 from reconcile.audit.findings import Finding
 
@@ -37,23 +49,43 @@ def _entries_total(kind: str, *, field: str) -> Coalesce:
     return Coalesce(Subquery(summed), 0)
 
 
+def _disputed(*, field: str) -> CombinedExpression:
+    """What disputes took back from the row's capture, less what they reinstated."""
+    return _entries_total(LedgerEntry.Kind.DISPUTE_WITHDRAWAL, field=field) - _entries_total(
+        LedgerEntry.Kind.DISPUTE_REINSTATEMENT, field=field
+    )
+
+
 def orders(ctx: AuditContext) -> Checked:
-    """Refund entries of an order = its refunded_amount <= its capture; REFUNDED = all of it."""
+    """Refund entries less reversals of an order = its refunded_amount; with what disputes
+    took, within its capture; REFUNDED = all of it."""
     rows = Order.objects.annotate(
         captured=_entries_total(LedgerEntry.Kind.CAPTURE, field="order"),
-        refunded=_entries_total(LedgerEntry.Kind.REFUND, field="order"),
-    ).filter(Q(refunded__gt=0) | Q(refunded_amount__gt=0) | Q(status=Order.Status.REFUNDED))
+        refunded=_entries_total(LedgerEntry.Kind.REFUND, field="order")
+        - _entries_total(LedgerEntry.Kind.REFUND_REVERSAL, field="order"),
+        disputed=_disputed(field="order"),
+    ).filter(
+        Q(refunded__gt=0)
+        | Q(refunded_amount__gt=0)
+        | Q(status=Order.Status.REFUNDED)
+        | Q(disputed__gt=0)
+    )
     findings = [
         Finding(
             REFUNDS_WITHIN_CAPTURE,
-            f"order {o['number']}: refunds booked {money(o['refunded'], o['currency'])}, "
-            f"refunded_amount {money(o['refunded_amount'], o['currency'])}, "
+            f"order {o['number']}: refunds booked {money(o['refunded'], o['currency'])} "
+            f"(less reversals), refunded_amount {money(o['refunded_amount'], o['currency'])}, "
+            f"disputed {money(o['disputed'], o['currency'])}, "
             f"captured {money(o['captured'], o['currency'])}",
             {"order": o["pk"], "number": o["number"]},
         )
-        for o in rows.filter(~Q(refunded=F("refunded_amount")) | Q(refunded__gt=F("captured")))
+        for o in rows.filter(
+            ~Q(refunded=F("refunded_amount"))
+            | Q(refunded__gt=F("captured") - F("disputed"))
+            | Q(disputed__lt=0)
+        )
         .order_by("pk")
-        .values("pk", "number", "refunded", "refunded_amount", "captured", "currency")
+        .values("pk", "number", "refunded", "refunded_amount", "disputed", "captured", "currency")
     ]
     findings += [
         Finding(
@@ -71,16 +103,22 @@ def orders(ctx: AuditContext) -> Checked:
 
 
 def refund_attempts(ctx: AuditContext) -> Checked:
-    """A SUCCEEDED refund has its ledger entry; none is left unsettled past the reconciler."""
+    """A SUCCEEDED refund has its ledger entry, a REVERSED one its entry and its reversal;
+    none is left unsettled past the reconciler."""
+    booked = LedgerEntry.objects.filter(refund_attempt=OuterRef("pk"), kind__in=REFUND_KINDS)
+    reversed_ = LedgerEntry.objects.filter(refund_attempt=OuterRef("pk"), kind__in=REVERSAL_KINDS)
+    unbooked = Refund.objects.filter(
+        Q(status=Refund.Status.SUCCEEDED) & (~Exists(booked) | Exists(reversed_))
+        | Q(status=Refund.Status.REVERSED) & (~Exists(booked) | ~Exists(reversed_))
+    )
     findings = [
         Finding(
             SUCCEEDED_REFUND_BOOKED,
-            f"refund {r['refund_no']} SUCCEEDED without a ledger entry",
+            f"refund {r['refund_no']} {r['status']} without its ledger entry "
+            "(a refund entry, and for a reversed one its reversal)",
             {"refund": r["pk"], "payment": r["payment_id"]},
         )
-        for r in Refund.objects.filter(status=Refund.Status.SUCCEEDED, ledger_entry__isnull=True)
-        .order_by("pk")
-        .values("pk", "refund_no", "payment_id")
+        for r in unbooked.order_by("pk").values("pk", "refund_no", "status", "payment_id")
     ]
     due_before = ctx.now - timedelta(seconds=settings.RECONCILE_AFTER_S)
     findings += [
@@ -95,10 +133,13 @@ def refund_attempts(ctx: AuditContext) -> Checked:
         .order_by("pk")
         .values("pk", "refund_no", "status", "reconcile_attempts", "payment_id")
     ]
-    # An orphaned capture is refunded by the reconciler's passes after it was booked.
+    # An orphaned capture is refunded by the reconciler's passes after it was booked;
+    # a refund reversed gave nothing back, a dispute lost gave it back another way.
     orphans = Payment.objects.filter(status=PaymentStatus.ORPHANED).annotate(
         captured=_entries_total(LedgerEntry.Kind.ORPHAN_CAPTURE, field="payment"),
-        refunded=_entries_total(LedgerEntry.Kind.ORPHAN_REFUND, field="payment"),
+        refunded=_entries_total(LedgerEntry.Kind.ORPHAN_REFUND, field="payment")
+        - _entries_total(LedgerEntry.Kind.ORPHAN_REFUND_REVERSAL, field="payment")
+        + _disputed(field="payment"),
     )
     stale = orphans.filter(
         settled_at__lt=due_before - timedelta(seconds=settings.RECONCILE_AFTER_S)

@@ -1,8 +1,10 @@
 """The daily statement (invariant 7 of docs/design.md, its statement half).
 
-No statement discrepancy is open; no statement failed to import and stayed so;
-no line is left unmatched once the reconciler had its time; every stray
-capture (a capture of a reference we hold no attempt for) was refunded.
+No statement discrepancy is open; no statement failed to import and stayed so,
+nor was never read at all (an import row without a complete download is not a
+day with nothing to match); no line is left unmatched once the reconciler had
+its time; every stray capture (a capture no attempt of ours recorded) was
+refunded.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
 
 from edge.money import money
 from payments.models import RefundAttemptStatus
@@ -47,19 +50,23 @@ def discrepancies(ctx: AuditContext) -> Checked:
 
 def imports(ctx: AuditContext) -> Checked:
     """Every statement was imported, and its lines matched once the reconciler had its time."""
-    findings = [
-        Finding(
-            STATEMENT_IMPORTED,
-            f"statement {s['provider']} {s['day']} not imported: {s['error']}",
-            {"statement": s["pk"], "day": str(s["day"])},
-        )
-        for s in StatementImport.objects.exclude(error="")
-        .order_by("day")
-        .values("pk", "provider", "day", "error")
-    ]
     # A line whose attempt was in flight waits for the next pass; one older than the
     # reconciler's delay (twice: its pass comes every RECONCILE_AFTER_S / 2) is missed.
     due_before = ctx.now - timedelta(seconds=2 * settings.RECONCILE_AFTER_S)
+    # Failed (its reason kept), or never read whole: a download that died without a
+    # word (a killed process) leaves downloads = 0 too. Younger: still downloading.
+    unread = Q(downloads=0, created_at__lt=due_before)
+    findings = [
+        Finding(
+            STATEMENT_IMPORTED,
+            f"statement {s['provider']} {s['day']} not imported: "
+            + (s["error"] or "never downloaded whole"),
+            {"statement": s["pk"], "day": str(s["day"])},
+        )
+        for s in StatementImport.objects.filter(~Q(error="") | unread)
+        .order_by("day")
+        .values("pk", "provider", "day", "error")
+    ]
     findings += [
         Finding(
             LINE_MATCHED,

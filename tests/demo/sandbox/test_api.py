@@ -310,8 +310,10 @@ def test_wallet_shows_balance_charged_total_and_charges(charge, merchant):
         "balance": START - 300,
         "charged_total": 300,
         "refunded_total": 0,
+        "disputed_total": 0,
         "charges": [ok, declined],
         "refunds": [],
+        "disputes": [],
     }
 
 

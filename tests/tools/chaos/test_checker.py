@@ -201,6 +201,58 @@ def test_a_wallet_that_disagrees_with_the_books_is_flagged():
     assert rules(check(good_history(), books)) == ["wallet = books"]
 
 
+REFUND_KEY = "k-refund"
+REFUND_PATH = f"/api/v1/orders/{ORDER}/refunds/"
+
+
+def refunded_history() -> list[dict[str, Any]]:
+    """good_history, then Alice refunds the whole order and is told so."""
+    return [
+        *good_history(),
+        request(REFUND_KEY, REFUND_PATH, 200, number=ORDER),
+        intent("refund", REFUND_KEY, "ok", 200, refunded_amount=AMOUNT),
+    ]
+
+
+def refunded_books(*, refunded: int, reversed_: int, ledger_net: int) -> Books:
+    books = good_books()
+    order = replace(
+        books.orders[ORDER],
+        status="REFUNDED" if refunded == AMOUNT else "PAID",
+        refunded_amount=refunded,
+        reversed=reversed_,
+    )
+    return replace(
+        books,
+        orders={ORDER: order},
+        wallets={ALICE: (AMOUNT, refunded)},
+        ledger_net={ALICE: ledger_net},
+    )
+
+
+def test_a_refund_reversed_after_the_customer_was_told_is_the_documented_exception():
+    # refund_reversal: told refunded, then the provider could not pay it out; the books
+    # took it back out of refunded_amount (a reversal entry), and a case tells a person
+    books = refunded_books(refunded=0, reversed_=AMOUNT, ledger_net=AMOUNT)
+
+    assert check(refunded_history(), books) == []
+
+
+def test_told_refunded_but_less_refunded_and_nothing_reversed_is_flagged():
+    books = refunded_books(refunded=0, reversed_=0, ledger_net=AMOUNT)
+
+    assert rules(check(refunded_history(), books)) == ["told refunded"]
+
+
+def test_a_dispute_lost_counts_in_the_wallets_net_debit():
+    # dispute_lost: the payer got the money back through the dispute; the books hold
+    # its withdrawal, the wallet its disputed_total, and the order stays PAID
+    books = replace(good_books(), ledger_net={ALICE: 0}, disputed={ALICE: AMOUNT})
+
+    assert check(good_history(), books) == []
+    assert rules(check(good_history(), replace(books, disputed={}))) == ["wallet = books"]
+
+
 def test_stock_that_is_not_received_minus_live_orders_is_flagged():
     books = replace(good_books(), products={"TEA": (99, 100)})
 
