@@ -183,6 +183,14 @@ FAULT_MODES = {
         "debited, until the customer completes or abandons it at its /action URL "
         "(or the merchant closes it)"
     ),
+    Fault.Mode.REFUND_REVERSAL: (
+        "refunds only: SUCCESS at first, REVERSED after delay_s (the money back with "
+        "the merchant) and notified then"
+    ),
+    Fault.Mode.DISPUTE_LOST: (
+        "charges only: charged, disputed after delay_s (the money back with the payer) "
+        "and lost after as long again, each step notified"
+    ),
 }
 
 

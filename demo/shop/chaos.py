@@ -116,6 +116,26 @@ FAULT_MODES = (
             "nobody finishes is closed at the provider and failed after PAYMENT_ACTION_TIMEOUT_S."
         ),
     ),
+    FaultMode(
+        Fault.Mode.REFUND_REVERSAL,
+        gettext_noop("Refund reversed"),
+        gettext_noop(
+            "A refund succeeds, then fails at the provider after the delay (a closed card): the "
+            "shop books a reversing ledger entry, the order is PAID again, and a case asks a "
+            "person to pay the customer back another way."
+        ),
+        takes_delay=True,
+    ),
+    FaultMode(
+        Fault.Mode.DISPUTE_LOST,
+        gettext_noop("Dispute lost"),
+        gettext_noop(
+            "After the delay the payer disputes the charge at their bank and wins: the shop books the "
+            "dispute and the money withdrawn once, whatever order the notifications come in, "
+            "the order can no longer be refunded, and a case asks a person to look."
+        ),
+        takes_delay=True,
+    ),
 )
 FAULT_MODE_BY_NAME = {fault.mode: fault for fault in FAULT_MODES}
 

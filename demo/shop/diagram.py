@@ -29,6 +29,7 @@ LABEL_CHAR_W = 8
 ARROWHEAD = 12  # the marker's 8 units x the edge's 1.5 px stroke
 LABEL_PAD = 8  # between a label and the arrowhead, and the source box
 MIN_COL_GAP = 130
+LANE = BOX_H / 4  # how far from the middle two opposite arrows between one pair run
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,11 @@ def order_state_machine(model: type[Order] = Order) -> StateMachine:
             final=state not in sources,
         )
 
-    arrows = [_arrow(boxes[s], boxes[t], name) for s, name, t in edges]
+    pairs = {(source, target) for source, _name, target in edges}
+    arrows = [
+        _arrow(boxes[s], boxes[t], name, both_ways=s != t and (t, s) in pairs)
+        for s, name, t in edges
+    ]
     width = MARGIN * 2 + (max(depth.values()) + 1) * (BOX_W + col_gap) - col_gap
     height = MARGIN * 2 + max(rows.values()) * (BOX_H + ROW_GAP) - ROW_GAP
     return StateMachine(boxes=list(boxes.values()), arrows=arrows, width=width, height=height)
@@ -148,7 +153,7 @@ def _label_width(name: str) -> int:
     return len(f"{name}()") * LABEL_CHAR_W
 
 
-def _arrow(source: Box, target: Box, name: str) -> Arrow:
+def _arrow(source: Box, target: Box, name: str, both_ways: bool = False) -> Arrow:
     if source.state == target.state:  # a self-loop above the box
         x, y = source.cx, source.y
         path = f"M {x - 20} {y} C {x - 40} {y - 40}, {x + 40} {y - 40}, {x + 20} {y}"
@@ -157,6 +162,12 @@ def _arrow(source: Box, target: Box, name: str) -> Arrow:
     x1 = source.x + BOX_W if forward else source.x
     x2 = target.x if forward else target.x + BOX_W
     y1, y2 = source.cy, target.cy
+    if both_ways:
+        # Two states joined both ways (a refund and its reversal): the forward arrow
+        # runs in the boxes' upper half with its label above, the way back in the
+        # lower half with its label below, so neither crosses the other.
+        lane = -LANE if forward else LANE
+        y1, y2 = y1 + lane, y2 + lane
     # A gentle S-curve: horizontal at both ends, so arrows to stacked targets fan out.
     mid = (x1 + x2) / 2
     path = f"M {x1} {y1} C {mid} {y1}, {mid} {y2}, {x2} {y2}"
@@ -166,5 +177,6 @@ def _arrow(source: Box, target: Box, name: str) -> Arrow:
     # runs level or climbs, below one that comes down (the curve is above it there).
     span = _label_width(name) / 2 + LABEL_PAD + ARROWHEAD
     label_x = x2 - span if forward else x2 + span
-    label_y = y2 + 18 if y2 > y1 else y2 - 8
+    below = y2 > y1 or (both_ways and not forward)
+    label_y = y2 + 18 if below else y2 - 8
     return Arrow(source.state, target.state, name, path, label_x, label_y)
