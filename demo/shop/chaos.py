@@ -130,9 +130,9 @@ FAULT_MODES = (
         Fault.Mode.DISPUTE_LOST,
         gettext_noop("Dispute lost"),
         gettext_noop(
-            "After the delay the payer disputes the charge at their bank and wins: the shop books the "
-            "dispute and the money withdrawn once, whatever order the notifications come in, "
-            "the order can no longer be refunded, and a case asks a person to look."
+            "After the delay the payer disputes the charge at their bank and wins: the shop "
+            "books the dispute and the money withdrawn once, whatever order the notifications "
+            "come in, the order can no longer be refunded, and a case asks a person to look."
         ),
         takes_delay=True,
     ),
