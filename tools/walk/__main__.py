@@ -50,6 +50,10 @@ NOT_ON_A_NEW_MACHINE = (
     "DJANGO_SETTINGS_MODULE",
     "SHOP_BASE_URL",
     "PROVIDER_BASE_URL",
+    # `make walk` runs the walk under make: the person's own make is a top-level one.
+    "MAKELEVEL",
+    "MAKEFLAGS",
+    "MFLAGS",
 )
 # From nothing: initdb, migrate, collectstatic, seed, three servers, on a busy machine.
 START_S = 600.0
@@ -133,7 +137,20 @@ class Walk:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 code = process.wait()
-            self.check(code == 0, f"{command}: Ctrl-C stopped it (exit {code})")
+            said = path.read_text(errors="replace").rstrip().rsplit("\n", 1)[-1]
+            self.check(
+                ctrl_c_ended_well(code, said),
+                f"{command}: Ctrl-C stopped it (exit {code}: {said!r})",
+            )
+
+
+def ctrl_c_ended_well(code: int, last_line: str) -> bool:
+    """At a terminal, Ctrl-C ends make by SIGINT (the shell's 130) once its recipe has
+    stopped, printing "*** [Makefile:N: demo] Interrupt" when the recipe ended by the
+    signal too; "*** [...] Error N" is a recipe that failed on the way down, and any
+    other signal is a kill."""
+    failed = re.search(r"\*\*\* \[.*\] Error \d+$", last_line)
+    return code == 0 or (code == -signal.SIGINT and not failed)
 
 
 def answers(url: str) -> bool:
@@ -293,13 +310,24 @@ def cluster_twice(walk: Walk) -> None:
 # --- what is left ---------------------------------------------------------------------------
 
 
+def _ancestors() -> set[int]:
+    """The walk and what started it (`make walk WALK_ARGS="--port N"` names the port)."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+    return found
+
+
 def leftovers(walk: Walk) -> list[str]:
     """Every process whose command line names the walk's directory or one of its ports."""
     names = [str(walk.var)] + [str(port) for port in sorted(walk.ports)]
     pattern = re.compile("|".join(rf"(?<![\d]){re.escape(name)}(?![\d])" for name in names))
     found = []
+    ours = _ancestors()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) in ours:
             continue
         with contextlib.suppress(OSError):
             argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
