@@ -48,6 +48,11 @@ RUN_SETTINGS = {
     "RECONCILE_BACKOFF_BASE_S": "2",
     "RECONCILE_BACKOFF_CAP_S": "20",
     "RECONCILE_LEASE_S": "30",
+    # A pass stops taking work after 20 s, and its job's single-runner lock lasts a
+    # minute: a Celery pool process the nemesis kills mid-pass holds its job for that
+    # long at most (the defaults' 240 s budget and 360 s lock would stall the quiesce).
+    "RECONCILE_PASS_BUDGET_S": "20",
+    "RECONCILE_LOCK_TTL_S": "60",
     "FULFIL_SWEEP_AFTER_S": "30",
     # A customer the provider waits for (requires_action) who walks away is fenced by
     # the reconciler after this long: within the run, as the others are settled.
@@ -370,8 +375,7 @@ class Run:
         backlog = _backlog(env, deployment)
         quiet = 0
         while True:
-            for command in quiesce_commands():
-                self._manage(env, *command)
+            said = "".join(self._manage(env, *command)[1] for command in quiesce_commands())
             queued, parked = backlog()
             left = _unresolved()
             quiet = quiet + 1 if not queued and not left else 0
@@ -380,7 +384,9 @@ class Run:
             if time.monotonic() - started > self.options.quiesce_timeout_s:
                 say(f"not quiescent after {self.options.quiesce_timeout_s:.0f} s: {left}")
                 return time.monotonic() - started, parked
-            say(f"quiescing: {queued} messages queued, unresolved {left}")
+            held = [line.split(":")[0] for line in said.splitlines() if "holds its lock" in line]
+            waiting = f"; waiting for the lock of {', '.join(held)}" if held else ""
+            say(f"quiescing: {queued} messages queued, unresolved {left}{waiting}")
             time.sleep(2)
 
     def _manage(self, env: dict[str, str], *args: str) -> tuple[int, str]:
