@@ -18,6 +18,8 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection, connections
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from config.celery import app as celery_app
@@ -29,6 +31,13 @@ from tests.workers import RUNNING, TEST_QUEUE, Worker, start_worker
 # Tasks sent by tests go to their own queue on the real broker (TEST_QUEUE), emptied
 # before and after the run, so no stale message ever reaches a worker a test starts.
 
+
+# Property tests check what is drawn, not how fast: on a shared 2-core machine a first
+# draw that builds hypothesis's caches may take seconds. Every example still runs.
+hypothesis_settings.register_profile(
+    "onceshop", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("onceshop")
 
 # The demo (demo/) may be absent: a fork that deleted it runs the product's tests
 # alone (tests/test_product_alone.py), and so does `pytest -m "not demo"`.
