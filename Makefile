@@ -1,12 +1,12 @@
 # OnceShop. `make demo` runs the shop; `make test` runs the tests.
 # With DATABASE_URL / REDIS_URL unset, both start an embedded PostgreSQL and
-# Redis under .var/ (demo/embedded.py) and stop them afterwards.
+# Redis under .var/ (config/embedded.py) and stop them afterwards.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-WITH_SERVICES := $(PY) -m demo.embedded --
+WITH_SERVICES := $(PY) -m config.embedded --
 # Exact versions with their hashes (uv, see README "Dependencies"): requirements.lock
 # is what the image installs; requirements-dev.lock adds the tests' tools and the
 # embedded servers, at the same versions for everything the two share.
@@ -29,7 +29,7 @@ $(STAMP): $(DEV_LOCK)
 # The demo's translations (locale/): compiled to .mo in pure Python, so no GNU
 # gettext is needed; only the catalogues that changed are rewritten.
 messages: $(STAMP)
-	$(PY) -m demo.i18n
+	$(PY) -m config.i18n
 
 # The one command that refreshes both lock files: the newest versions pyproject.toml
 # allows, for Python 3.11 and 3.12 on every platform. Commit the result.

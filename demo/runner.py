@@ -1,6 +1,6 @@
 """`make demo`: migrate, seed, then run web + worker + beat until Ctrl-C.
 
-Run under ``demo.embedded`` so DATABASE_URL / REDIS_URL point at real
+Run under ``config.embedded`` so DATABASE_URL / REDIS_URL point at real
 services. Ctrl-C (or SIGTERM) stops every child and waits for it: nothing is
 left running.
 
@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from config.embedded import VAR_DIR
 from config.production import DEVELOPMENT_STRIPE_API_KEY, DEVELOPMENT_STRIPE_WEBHOOK_SECRET
 from demo import beside
-from demo.embedded import VAR_DIR
 
 PORT = os.environ.get("PORT", "8000")
 # The provider gets its own server, as a third party would have: if the shop called
@@ -59,7 +59,7 @@ DATABASE_MARK = "OnceShop demo, payment provider: "
 def database_claim(url: str, provider: str) -> str | None:
     """Mark the database at ``url`` as ``provider``'s demo's; the other provider it holds, if any.
 
-    The embedded servers keep one database per provider (demo/embedded.py); a
+    The embedded servers keep one database per provider (config/embedded.py); a
     database given by DATABASE_URL serves whichever demo starts on it, and a demo of
     another provider there would find payments its provider never made. A
     database already commented on by someone else, or whose comment we may not
