@@ -34,10 +34,12 @@ install-dev: install $(VENV)/$(DEV_LOCK).installed
 # One stamp per lock, made again only when that lock changed since it was installed.
 # Nothing is resolved here: pip installs the pinned files and refuses any whose hash
 # differs. Each lock holds the one before it at the same versions, so installing a
-# wider one over a narrower one only adds packages.
+# wider one over a narrower one only adds packages. --no-compile: byte-compiling every
+# module of every package up front takes about as long as the install itself on two
+# cores; Python compiles a module the first time a process imports it.
 $(VENV)/%.installed: %
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --require-hashes --no-deps -r $<
+	$(PY) -m pip install --quiet --require-hashes --no-deps --no-compile -r $<
 	touch $@
 
 # The translations (locale/): compiled to .mo in pure Python, so no GNU gettext is

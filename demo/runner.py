@@ -166,9 +166,10 @@ def _metrics_dir(family: str) -> dict[str, str]:
 
 
 # `make demo PAYMENT_PROVIDER=stripe`: the same shop against localstripe (a Stripe
-# emulator, a dev dependency) on PROVIDER_PORT instead of the sandbox, through the
-# official SDK; localstripe signs its webhooks with this secret and sends them to
-# the shop's Stripe endpoint (docs/providers.md).
+# emulator, installed for this demo alone: requirements-demo-stripe.lock) on
+# PROVIDER_PORT instead of the sandbox, through the official SDK; localstripe signs
+# its webhooks with this secret and sends them to the shop's Stripe endpoint
+# (docs/providers.md).
 WITH_STRIPE = os.environ.get("PAYMENT_PROVIDER", "sandbox") == "stripe"
 DEMO_STRIPE = {
     "STRIPE_API_BASE": f"http://127.0.0.1:{PROVIDER_PORT}",

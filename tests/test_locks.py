@@ -90,6 +90,21 @@ def installed_locks(*make_args: str) -> list[str]:
     return re.findall(r"pip install .*-r (\S+)", done.stdout)
 
 
+def test_the_install_leaves_byte_compiling_to_the_first_import():
+    done = subprocess.run(
+        ["make", "-n", "-B", "install-dev"],  # noqa: S607
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    installs = [line for line in done.stdout.splitlines() if "pip install" in line]
+
+    assert len(installs) == 2
+    assert all("--require-hashes --no-deps --no-compile" in line for line in installs)
+
+
 def test_make_demo_installs_the_runtime_and_the_embedded_servers_only():
     assert installed_locks("demo", "PAYMENT_PROVIDER=sandbox") == [DEMO]
     assert installed_locks("install", "PAYMENT_PROVIDER=sandbox") == [DEMO]
