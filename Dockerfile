@@ -18,7 +18,7 @@ RUN pip install --require-hashes --no-deps -r requirements.lock
 # What is copied is filtered by .dockerignore: no .git, .venv, .var or bench output.
 COPY . .
 # The translation catalogues, compiled (build output, not in git).
-RUN python -m demo.i18n
+RUN python -m config.i18n
 # collectstatic only copies files: it runs in the demo profile, which needs no
 # secrets, with URLs it never connects to. The image itself runs in production.
 RUN DEMO_MODE=true DATABASE_URL=postgres://build/unused REDIS_URL=redis://build \

@@ -1,41 +1,62 @@
 # OnceShop. `make demo` runs the shop; `make test` runs the tests.
 # With DATABASE_URL / REDIS_URL unset, both start an embedded PostgreSQL and
-# Redis under .var/ (demo/embedded.py) and stop them afterwards.
+# Redis under .var/ (config/embedded.py) and stop them afterwards.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
-WITH_SERVICES := $(PY) -m demo.embedded --
-# Exact versions with their hashes (uv, see README "Dependencies"): requirements.lock
-# is what the image installs; requirements-dev.lock adds the tests' tools and the
-# embedded servers, at the same versions for everything the two share.
+WITH_SERVICES := $(PY) -m config.embedded --
+# Exact versions with their hashes (uv, see README "Dependencies"), one lock per need,
+# each holding the one before it at the same versions:
+#   requirements.lock              the runtime: what the image installs
+#   requirements-demo.lock         + the embedded servers: `make demo` (make install)
+#   requirements-demo-stripe.lock  + localstripe: `make demo PAYMENT_PROVIDER=stripe`
+#   requirements-dev.lock          + the tests' and the linters' tools: make test, make lint
 LOCK := requirements.lock
+DEMO_LOCK := requirements-demo.lock
+STRIPE_DEMO_LOCK := requirements-demo-stripe.lock
 DEV_LOCK := requirements-dev.lock
+# What `make install` (and so `make demo`) installs: the Stripe demo's provider only
+# for the Stripe demo.
+RUN_LOCK := $(if $(filter stripe,$(PAYMENT_PROVIDER)),$(STRIPE_DEMO_LOCK),$(DEMO_LOCK))
 UV_COMPILE := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 \
 	--generate-hashes --upgrade --quiet --custom-compile-command "make lock"
 
-.PHONY: install messages lock demo cluster cluster-test story audit reconcile shell test lint format bench lab alerts chaos walk clean
+.PHONY: install install-dev messages lock demo cluster cluster-test story audit reconcile shell test lint format bench lab alerts chaos walk clean
 
-install: $(STAMP) messages
+# The runtime and the embedded servers: all `make demo` needs.
+install: $(VENV)/$(RUN_LOCK).installed messages
 
-# Re-runs only when the lock changed since the last install. Nothing is resolved
-# here: pip installs the pinned files and refuses any whose hash differs.
-$(STAMP): $(DEV_LOCK)
+# Plus the development tools (pytest, ruff, mypy, playwright, schemathesis, uv...):
+# what the tests, the linters and the tools need.
+install-dev: install $(VENV)/$(DEV_LOCK).installed
+
+# One stamp per lock, made again only when that lock changed since it was installed.
+# Nothing is resolved here: pip installs the pinned files and refuses any whose hash
+# differs. Each lock holds the one before it at the same versions, so installing a
+# wider one over a narrower one only adds packages. --no-compile: byte-compiling every
+# module of every package up front takes about as long as the install itself on two
+# cores; Python compiles a module the first time a process imports it.
+$(VENV)/%.installed: %
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --require-hashes --no-deps -r $(DEV_LOCK)
-	touch $(STAMP)
+	$(PY) -m pip install --quiet --require-hashes --no-deps --no-compile -r $<
+	touch $@
 
-# The demo's translations (locale/): compiled to .mo in pure Python, so no GNU
-# gettext is needed; only the catalogues that changed are rewritten.
-messages: $(STAMP)
-	$(PY) -m demo.i18n
+# The translations (locale/): compiled to .mo in pure Python, so no GNU gettext is
+# needed; only the catalogues that changed are rewritten.
+messages: $(VENV)/$(RUN_LOCK).installed
+	$(PY) -m config.i18n
 
-# The one command that refreshes both lock files: the newest versions pyproject.toml
-# allows, for Python 3.11 and 3.12 on every platform. Commit the result.
-lock: install
+# The one command that refreshes every lock file: the newest versions pyproject.toml
+# allows, for Python 3.11 and 3.12 on every platform, each lock constrained by the one
+# before it so that what they share stays at one version. Commit the result.
+lock: install-dev
 	$(UV_COMPILE) -o $(LOCK)
-	$(UV_COMPILE) --extra dev --extra embedded --constraint $(LOCK) -o $(DEV_LOCK)
+	$(UV_COMPILE) --extra embedded --constraint $(LOCK) -o $(DEMO_LOCK)
+	$(UV_COMPILE) --extra embedded --extra stripe-emulator --constraint $(DEMO_LOCK) \
+		-o $(STRIPE_DEMO_LOCK)
+	$(UV_COMPILE) --extra embedded --extra stripe-emulator --extra dev \
+		--constraint $(STRIPE_DEMO_LOCK) -o $(DEV_LOCK)
 
 # The demo profile: development secrets, embedded services, the sandbox provider.
 demo: install
@@ -50,7 +71,7 @@ cluster: install
 
 # The whole cluster started, used, hit by a node kill and stopped, in a temporary
 # directory (minutes; needs what `make cluster` needs, so not part of `make test`).
-cluster-test: install
+cluster-test: install-dev
 	$(PY) -m pytest -q -p no:cacheprovider tests/cluster/cluster_run.py
 
 # Beside a running `make demo` (same PORT), in its profile, on its services and with
@@ -77,10 +98,10 @@ reconcile: install
 shell: install
 	$(BESIDE) --or-embedded -- $(PY) manage.py shell
 
-test: install
+test: install-dev
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	@# The Django plugin imports the settings: placeholder URLs, so type-checking
@@ -88,7 +109,7 @@ lint: install
 	DATABASE_URL=$${DATABASE_URL:-postgres://unused/lint} REDIS_URL=$${REDIS_URL:-redis://unused} \
 		DEMO_MODE=true $(VENV)/bin/mypy .
 
-format: install
+format: install-dev
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
@@ -96,7 +117,7 @@ format: install
 # `make bench SUITE=peers` runs one suite (`SUITE="orders pay"` several);
 # `make bench BENCH_ARGS=--quick` passes anything else to `python -m tools.bench`.
 SUITE ?=
-bench: install
+bench: install-dev
 	$(WITH_SERVICES) $(PY) -m tools.bench $(foreach suite,$(SUITE),--suite $(suite)) $(BENCH_ARGS)
 
 # The alerting rules: promtool parses them and runs their unit tests (each alert
@@ -106,7 +127,7 @@ alerts:
 	promtool test rules deploy/prometheus/alerts.test.yml
 
 # The anti-pattern lab (docs/lab.md): `make lab`, or `make lab EXP=5` for one.
-lab: install
+lab: install-dev
 	$(FOR_A_PERSON) $(WITH_SERVICES) $(PY) -m tools.lab $(EXP)
 
 # Chaos at scale (docs/reliability.md): `make chaos ORDERS=10000`. PostgreSQL is
@@ -119,7 +140,7 @@ TOPOLOGY ?= local
 ORDERS ?= 500
 CLIENTS ?= 16
 SEED ?= 1
-chaos: install
+chaos: install-dev
 	$(PY) -m tools.chaos --orders $(ORDERS) --clients $(CLIENTS) --seed $(SEED) \
 		--topology $(TOPOLOGY) $(CHAOS_ARGS)
 
@@ -128,7 +149,7 @@ chaos: install
 # make audit and /books/, make cluster on two PORTs; in a state directory of its own,
 # ending with what is left running. Minutes. `make walk WALK_ARGS="--port 48000"`.
 WALK_ARGS ?=
-walk: install
+walk: install-dev
 	$(PY) -m tools.walk $(WALK_ARGS)
 
 # Every demo's state (each provider's database, Redis and provider, the cluster's):

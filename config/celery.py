@@ -14,13 +14,10 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 def _task_packages() -> list[str]:
     from django.conf import settings
 
-    # The sandbox's tasks are registered only where the sandbox is served: a deployed
-    # worker refuses (as unregistered) any message naming them.
-    return [
-        name
-        for name in settings.INSTALLED_APPS
-        if name != "demo.sandbox" or settings.SANDBOX_ENABLED
-    ]
+    # A plugin's app may keep its tasks to some processes (settings.TASKLESS_APPS: the
+    # demo's sandbox, outside SANDBOX_ENABLED): a worker refuses, as unregistered, any
+    # message naming them.
+    return [name for name in settings.INSTALLED_APPS if name not in settings.TASKLESS_APPS]
 
 
 app.autodiscover_tasks(_task_packages)

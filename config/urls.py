@@ -1,8 +1,6 @@
 from django.conf import settings
 from django.contrib import admin
-from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from edge.auth_api import TokenObtainApi
@@ -41,19 +39,9 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
 ]
 
-# The demo's pages, in the demo profile only (settings.DEMO_APPS): a deployed shop
-# serves the API, the admin and the schema, nothing of the demo.
-if "demo.shop" in settings.DEMO_APPS:
-    urlpatterns += [
-        # Browsers ask for it on every page the icon link does not cover (admin, Swagger).
-        path("favicon.ico", RedirectView.as_view(url=static("storefront/favicon.svg"))),
-        path("", include("demo.shop.urls")),
-    ]
-
-# The sandbox provider is another company's API: routed only in a process that plays
-# it (SANDBOX_ENABLED), never by a deployed shop, where /sandbox/ is a 404.
-if settings.SANDBOX_ENABLED and "demo.sandbox" in settings.DEMO_APPS:
-    urlpatterns.insert(2, path("sandbox/", include("demo.sandbox.urls")))
+# A plugin's pages, after the shop's own URLs (config/plugins.py): the demo's, in the
+# demo profile only. A deployed shop serves the API, the admin and the schema.
+urlpatterns += [path("", include(urlconf)) for urlconf in settings.PLUGIN_URLCONFS]
 
 # Errors Django answers itself (no URL matched, a bad Host): problem+json under /api/.
 handler400 = "edge.problems.bad_request"

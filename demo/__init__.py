@@ -1,5 +1,6 @@
-"""What only the demo runs: the shop's pages (shop), the stand-in provider (sandbox), the
-embedded services, the runner, the catalogue compiler and the provider server's URLs.
+"""What only the demo runs: the shop's pages (shop), the stand-in provider (sandbox),
+the runner and the provider server's URLs.
 
-The product never imports it; settings name its apps, as strings, in the demo profile only.
+The product never imports it and never names it: in the demo profile the settings
+discover ``demo/plugin.py``, which layers the demo onto them (config/plugins.py).
 """

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from demo.embedded import VAR_ROOT
+from config.embedded import VAR_ROOT
 
 DEMOS_DIR = VAR_ROOT / "demos"
 CLUSTER_STATE = VAR_ROOT / "cluster" / "state.json"
@@ -165,7 +165,7 @@ def beside(command: list[str], *, or_embedded: bool) -> int:
     env = running(port)
     if env is None:
         if or_embedded:
-            from demo.embedded import run
+            from config.embedded import run
 
             return run(command)
         print(no_demo_line(port), file=sys.stderr)

@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+from config.embedded import VAR_ROOT
 from demo.beside import DEMOS_DIR, cluster_running, live, read, start_time
 from demo.cluster.leftovers import AlreadyRunning, stop_leftovers
-from demo.embedded import VAR_ROOT
 
 # A leftover server gets its stop signal, then this long, then SIGKILL.
 STOP_GRACE_S = 20.0

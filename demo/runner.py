@@ -1,6 +1,6 @@
 """`make demo`: migrate, seed, then run web + worker + beat until Ctrl-C.
 
-Run under ``demo.embedded`` so DATABASE_URL / REDIS_URL point at real
+Run under ``config.embedded`` so DATABASE_URL / REDIS_URL point at real
 services. Ctrl-C (or SIGTERM) stops every child and waits for it: nothing is
 left running.
 
@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from config.embedded import VAR_DIR
 from config.production import DEVELOPMENT_STRIPE_API_KEY, DEVELOPMENT_STRIPE_WEBHOOK_SECRET
 from demo import beside
-from demo.embedded import VAR_DIR
 
 PORT = os.environ.get("PORT", "8000")
 # The provider gets its own server, as a third party would have: if the shop called
@@ -59,7 +59,7 @@ DATABASE_MARK = "OnceShop demo, payment provider: "
 def database_claim(url: str, provider: str) -> str | None:
     """Mark the database at ``url`` as ``provider``'s demo's; the other provider it holds, if any.
 
-    The embedded servers keep one database per provider (demo/embedded.py); a
+    The embedded servers keep one database per provider (config/embedded.py); a
     database given by DATABASE_URL serves whichever demo starts on it, and a demo of
     another provider there would find payments its provider never made. A
     database already commented on by someone else, or whose comment we may not
@@ -85,8 +85,33 @@ def database_claim(url: str, provider: str) -> str | None:
         return held if held not in (None, provider) else None
 
 
-def _manage(*args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], check=True)
+# `manage.py migrate --no-input -v 0`, then `manage.py seed_demo`, in one process: each
+# Python process that sets Django up pays for its imports again (seconds on two cores).
+_MIGRATE_AND_SEED = """
+import os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+call_command("seed_demo")
+"""
+
+
+def _prepare() -> None:
+    """Migrate, collect the static files, seed.
+
+    collectstatic reads and writes files only, never the database, so it runs beside
+    the other two: on a fresh clone, the seconds before the first page are what a
+    newcomer waits through. The seed needs the migrated tables.
+    """
+    collect = [sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"]
+    collecting = subprocess.Popen(collect)
+    try:
+        subprocess.run([sys.executable, "-c", _MIGRATE_AND_SEED], check=True)
+    finally:
+        if collecting.wait() != 0:
+            raise subprocess.CalledProcessError(collecting.returncode, collect)
 
 
 @dataclass
@@ -166,9 +191,10 @@ def _metrics_dir(family: str) -> dict[str, str]:
 
 
 # `make demo PAYMENT_PROVIDER=stripe`: the same shop against localstripe (a Stripe
-# emulator, a dev dependency) on PROVIDER_PORT instead of the sandbox, through the
-# official SDK; localstripe signs its webhooks with this secret and sends them to
-# the shop's Stripe endpoint (docs/providers.md).
+# emulator, installed for this demo alone: requirements-demo-stripe.lock) on
+# PROVIDER_PORT instead of the sandbox, through the official SDK; localstripe signs
+# its webhooks with this secret and sends them to the shop's Stripe endpoint
+# (docs/providers.md).
 WITH_STRIPE = os.environ.get("PAYMENT_PROVIDER", "sandbox") == "stripe"
 DEMO_STRIPE = {
     "STRIPE_API_BASE": f"http://127.0.0.1:{PROVIDER_PORT}",
@@ -377,9 +403,7 @@ def main() -> int:
     if WITH_STRIPE:
         for name, value in DEMO_STRIPE.items():
             os.environ.setdefault(name, value)
-    _manage("migrate", "--no-input", "-v", "0")
-    _manage("collectstatic", "--no-input", "-v", "0")
-    _manage("seed_demo")
+    _prepare()
 
     stopping: list[bool] = []  # a list, so the signal handler can set it
 

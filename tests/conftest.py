@@ -8,7 +8,6 @@ it only through PROVIDER_BASE_URL, exactly as in production.
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from importlib import import_module
 from importlib.util import find_spec
 from typing import Any
 
@@ -23,6 +22,7 @@ from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from config.celery import app as celery_app
+from config.i18n import compile_catalogues
 from edge import ratelimit
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
@@ -49,11 +49,9 @@ DEMO_FIXTURES = {"sandbox"}
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # The pages are tested in both languages: the catalogue must be compiled, as
-    # `make install` does, even when pytest is run directly after a .po changed.
-    # The compiler is the demo's tooling (demo/i18n.py); without it the product's
-    # messages stay in English.
-    if DEMO_PRESENT:
-        import_module("demo.i18n").compile_catalogues()
+    # `make install` does, even when pytest is run directly after a .po changed
+    # (config/i18n.py).
+    compile_catalogues()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -4,7 +4,7 @@
 ``{% translate %}`` and ``{% blocktranslate %}`` in its templates (through
 Django's own template parser, so the message is exactly the one looked up at
 render time) and ``gettext`` / ``pgettext`` / ``ngettext`` calls in its Python
-code — as catalogue keys (demo.i18n.Entry.key).
+code — as catalogue keys (config.i18n.Entry.key).
 
 ``visible_text(html)`` is what a reader sees and hears: text nodes and the
 attributes that are read out (title, aria-label, placeholder, alt, a button's

@@ -6,9 +6,9 @@ The README's configuration table lists every variable read here.
 from __future__ import annotations
 
 import os
-from importlib.util import find_spec
 from pathlib import Path
 
+from config import plugins
 from config.databases import databases
 from config.production import DEVELOPMENT_SECRET_KEY
 
@@ -23,7 +23,6 @@ from config.settings.api import *  # noqa: F403  # isort: skip
 from config.settings.provider import *  # noqa: F403  # isort: skip
 from config.settings.profile import (
     DEMO_MODE,
-    SANDBOX_ONLY,
     dev_default,
     env_bool,
     env_int,
@@ -73,15 +72,17 @@ INSTALLED_APPS = [
     "reconcile",
     "callbacks",
 ]
-# The demo's apps (demo/): its pages and the stand-in provider, layered in by the demo
-# profile only, exactly as `make demo` runs them. Their labels (storefront, sandbox)
-# name their tables, templates and URLs. A fork that deleted demo/ runs the demo
-# profile without them.
-DEMO_APPS = ["demo.shop", "demo.sandbox"] if DEMO_MODE and find_spec("demo") else []
+# The apps a plugin adds (see "Plugins" at the end): the demo's pages and its
+# stand-in provider, in the demo profile. Empty in production and in a fork that
+# deleted demo/.
+DEMO_APPS: list[str] = []
+# Apps installed here whose Celery tasks this process does not register (a plugin's
+# that only some processes run: the sandbox's, outside SANDBOX_ENABLED).
+TASKLESS_APPS: list[str] = []
 # Checks the audit runs after its own (dotted paths of ``f(provider) -> [(title,
-# check)]``): the demo's wallet check compares the books with the sandbox's wallets.
-AUDIT_PLUGINS = ["demo.wallet_audit.checks"] if DEMO_APPS else []
-INSTALLED_APPS += DEMO_APPS
+# check)]``): a plugin's, as the demo's wallet check, which compares the books with
+# the sandbox's wallets.
+AUDIT_PLUGINS: list[str] = []
 
 MIDDLEWARE = [
     # First: request ids, the access line and request metrics for every answer; it
@@ -108,7 +109,9 @@ MIDDLEWARE = [
     "idempotency.replay.ReplayMiddleware",
 ]
 
-ROOT_URLCONF = "demo.provider_urls" if SANDBOX_ONLY else "config.urls"
+ROOT_URLCONF = "config.urls"
+# URL confs config/urls.py includes after its own, at the root: a plugin's pages.
+PLUGIN_URLCONFS: list[str] = []
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
@@ -174,7 +177,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # --- Languages (the demo's pages; docs/zh-CN/ is the Chinese edition of the docs) --
 # English is the fallback; LocaleMiddleware picks the language from the switcher's
 # cookie, else the browser's Accept-Language. The catalogue lives in locale/ and is
-# compiled by `python -m demo.i18n` (make install / test / demo do it).
+# compiled by `python -m config.i18n` (make install / test / demo do it).
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
@@ -258,3 +261,10 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # address is the worker's own network, never published to the Internet.
 CELERY_METRICS_PORT = env_int("CELERY_METRICS_PORT", 0)
 CELERY_METRICS_BIND = env_str("CELERY_METRICS_BIND", "127.0.0.1")
+
+# --- Plugins (config/plugins.py) ------------------------------------------------------
+# In the demo profile, every package beside the product with a plugin.py layers itself
+# onto the settings above (the demo's: demo/plugin.py); a fork that deleted demo/ has
+# none. A production process discovers and imports none, whatever the tree holds.
+PLUGINS = plugins.discover(BASE_DIR) if DEMO_MODE else []
+plugins.layer(PLUGINS, globals())

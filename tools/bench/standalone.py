@@ -20,7 +20,7 @@ OUT_DIR = Path(__file__).resolve().parent / "out"
 def service_urls() -> tuple[str, str]:
     """DATABASE_URL and REDIS_URL, starting the embedded servers for those unset."""
     if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-        from demo.embedded import ensure_environment
+        from config.embedded import ensure_environment
 
         ensure_environment()  # stops what it started when this process exits
     return os.environ["DATABASE_URL"], os.environ["REDIS_URL"]

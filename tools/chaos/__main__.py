@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
     options = parse(argv)
     _stop_on_sigterm()
     if not os.environ.get("DATABASE_URL") and options.topology == "local":
-        from demo.embedded import start_postgres
+        from config.embedded import start_postgres
 
         server = start_postgres()  # the embedded one, as `make demo` uses
         os.environ["DATABASE_URL"] = server.url

@@ -130,7 +130,7 @@ def redis_server(directory: Path) -> list[str]:
         "700",
         "--dir",
         str(directory),
-        # The broker's messages survive a restart, as in the demo (demo/embedded.py);
+        # The broker's messages survive a restart, as in the demo (config/embedded.py);
         # a SIGKILL may still lose the last second of writes: at-least-once covers it.
         "--appendonly",
         "yes",

@@ -26,7 +26,7 @@ def _environment() -> tuple[str, str]:
     os.environ.setdefault("LOG_FORMAT", "plain")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-        from demo.embedded import ensure_environment
+        from config.embedded import ensure_environment
 
         ensure_environment()  # the embedded servers, stopped when this process exits
     from tools.bench import database

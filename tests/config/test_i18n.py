@@ -1,4 +1,4 @@
-"""demo/i18n.py: the .po reader and the pure-Python .mo compiler.
+"""config/i18n.py: the .po reader and the pure-Python .mo compiler.
 
 The compiled file is read back with the standard library's gettext, the reader
 Django itself uses, so a layout mistake fails here rather than as English pages.
@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from demo.i18n import LOCALE_DIR, compile_catalogues, mo_bytes, parse
+from config.i18n import LOCALE_DIR, compile_catalogues, mo_bytes, parse
 
 PO = r"""# A comment
 msgid ""

@@ -1,6 +1,6 @@
 """The translation catalogues: read a .po file, compile it to the .mo Django loads.
 
-    python -m demo.i18n          # compile every locale/*/LC_MESSAGES/*.po that changed
+    python -m config.i18n          # compile every locale/*/LC_MESSAGES/*.po that changed
 
 Django's own ``compilemessages`` needs GNU gettext's ``msgfmt``, which a fresh
 machine (or CI) may not have; the .mo format is a small, fixed binary layout, so
