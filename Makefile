@@ -147,7 +147,7 @@ chaos: install-dev
 # The second hour, run for real (docs/operating.md, "The newcomer's walk"): make demo and
 # README's API tour, the Stripe demo with a payment and a refund, make demo again with
 # make audit and /books/, make cluster on two PORTs; in a state directory of its own,
-# ending with what is left running. Minutes. `make walk WALK_ARGS="--port 48000"`.
+# ending with what is left running. Minutes. `make walk WALK_ARGS="--port 29000"`.
 WALK_ARGS ?=
 walk: install-dev
 	$(PY) -m tools.walk $(WALK_ARGS)

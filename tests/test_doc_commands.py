@@ -117,12 +117,17 @@ def test_a_program_option_given_to_make_is_caught():
 def test_every_make_command_in_the_docs_runs(target, words, doc):
     dry = _dry_run(target, words)
     assert dry.returncode == 0, f"{doc}: make {shlex.join([target, *words])}: {dry.stderr}"
-    makefile = (ROOT / "Makefile").read_text()
+    # A variable a recipe line reads must show in the dry run; one the Makefile reads only
+    # to choose a prerequisite (PAYMENT_PROVIDER picks the lock) reaches the program
+    # through the environment, and the code must read it.
+    recipes = "\n".join(
+        line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("\t")
+    )
     for word in words:
         assignment = ASSIGNMENT.fullmatch(word)
         assert assignment, f"{doc}: make {target} {word}: not a VAR=value"
         name, value = assignment.groups()
-        if f"$({name})" in makefile:
+        if f"$({name})" in recipes:
             assert value in dry.stdout, f"{doc}: make {target} {word}: the recipe ignores it"
         else:
             read = f'"{name}"' in _python_sources()

@@ -17,7 +17,7 @@ machine's Redis it needs), so a person's own demos are never touched. It ends
 by listing every process left running that names its directory or its ports,
 and fails if any step went wrong, a log holds a traceback, or a process is left.
 
-    python -m tools.walk [--port 47300] [--keep] [--no-cluster]
+    python -m tools.walk [--port 28300] [--keep] [--no-cluster]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,9 @@ NOT_ON_A_NEW_MACHINE = (
 START_S = 600.0
 STOP_S = 90.0
 README_URL = "http://127.0.0.1:8000"
+# Below Linux's ephemeral range (32768-60999 by default): there, any process's outgoing
+# connection may hold, as its local end, a port a demo is about to listen on.
+DEFAULT_PORT = 28300
 TOUR = "## A tour of the API"
 BLOCK = re.compile(r"```(sh|text)\n(.*?)```", re.S)
 # What make prints around a recipe: its command lines, and "make[1]: *** ... Error 2".
@@ -243,9 +247,31 @@ def books_clean(walk: Walk, shop: str) -> None:
     walk.check(said.startswith("Clean:"), f"/books/ says {said!r}")
 
 
+def demo_ports(port: int) -> set[int]:
+    """A demo's: the shop, its provider, its worker's metrics."""
+    return {port, port + 1, port + 2}
+
+
+def cluster_ports(port: int) -> set[int]:
+    """A cluster's: HAProxy, the admin port, and its block from PORT + 10 to PORT + 31."""
+    return {port, port + 1} | set(range(port + 10, port + 32))
+
+
+def ports_in_use(ports: set[int]) -> list[int]:
+    """The ports another process holds (listening, or as the local end of a connection)."""
+    taken = []
+    for port in sorted(ports):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                taken.append(port)
+    return taken
+
+
 def demo_twice_with_stripe_between(walk: Walk) -> None:
     port = walk.port
-    walk.ports |= {port, port + 1, port + 2}
+    walk.ports |= demo_ports(port)
     shop = f"http://127.0.0.1:{port}"
     home = lambda: answers(f"{shop}/")  # noqa: E731
 
@@ -288,7 +314,7 @@ def demo_twice_with_stripe_between(walk: Walk) -> None:
 def cluster_twice(walk: Walk) -> None:
     state_file = walk.var / "cluster" / "state.json"
     for port in (walk.port + 100, walk.port + 200):
-        walk.ports |= {port, port + 1} | set(range(port + 10, port + 32))
+        walk.ports |= cluster_ports(port)
         # The cluster needs the machine's Redis: a newcomer's REDIS_URL, or its default.
         extra = {"REDIS_URL": os.environ["REDIS_URL"]} if os.environ.get("REDIS_URL") else {}
 
@@ -342,7 +368,9 @@ def tracebacks(walk: Walk) -> list[str]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.walk")
-    parser.add_argument("--port", type=int, default=47300, help="the demos' PORT (default 47300)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"the demos' PORT (default {DEFAULT_PORT})"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the state directory")
     parser.add_argument("--no-cluster", action="store_true", help="leave `make cluster` out")
     args = parser.parse_args(argv)
@@ -351,6 +379,14 @@ def main(argv: list[str]) -> int:
     logs.mkdir()
     walk = Walk(var=var, logs=logs, port=args.port)
     walk.say(f"the walk's state directory (a fresh clone's .var/): {var}")
+    planned = demo_ports(args.port)
+    if not args.no_cluster:
+        planned |= cluster_ports(args.port + 100) | cluster_ports(args.port + 200)
+    taken = ports_in_use(planned)
+    if taken:
+        walk.check(False, f"ports in use before the walk began: {taken}; choose another --port")
+        shutil.rmtree(var, ignore_errors=True)
+        return 1
     try:
         demo_twice_with_stripe_between(walk)
         if not args.no_cluster:

@@ -2,14 +2,23 @@
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
-from tools.walk.__main__ import ROOT, ctrl_c_ended_well
+from tools.walk.__main__ import (
+    DEFAULT_PORT,
+    ROOT,
+    cluster_ports,
+    ctrl_c_ended_well,
+    demo_ports,
+    ports_in_use,
+)
 
 
 @pytest.mark.parametrize(
@@ -80,3 +89,30 @@ def test_leftovers_names_a_process_on_a_walk_port_but_not_the_walk_or_what_start
 
     assert [line for line in found if line.startswith(f"{stray.pid} ")], found
     assert not [line for line in found if "--port" in line], found
+
+
+def test_a_port_held_by_another_processs_outgoing_connection_counts_as_in_use():
+    # The local end of a connection, as an ephemeral port: a demo's worker could not
+    # bind it, so the walk refuses to begin on it.
+    with (
+        socket.create_server(("127.0.0.1", 0)) as server,
+        socket.create_connection(server.getsockname()) as client,
+    ):
+        local_port = client.getsockname()[1]
+        free = _free_port()
+
+        assert ports_in_use({local_port, free}) == [local_port]
+
+
+def test_the_default_port_block_is_below_the_ephemeral_range():
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    planned = demo_ports(DEFAULT_PORT)
+    planned |= cluster_ports(DEFAULT_PORT + 100) | cluster_ports(DEFAULT_PORT + 200)
+
+    assert max(planned) < low
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
