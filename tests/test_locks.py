@@ -77,8 +77,8 @@ def test_each_lock_holds_the_one_before_it_at_the_same_versions(narrow, wide):
     assert {name: wider.get(name) for name in narrower} == narrower
 
 
-def installed_locks(*make_args: str) -> list[str]:
-    """The locks `make` would install for ``make_args``, from a fresh .venv (dry run)."""
+def dry_run(*make_args: str) -> str:
+    """What `make` would run for ``make_args`` from a fresh .venv (``make -n -B``)."""
     done = subprocess.run(
         ["make", "-n", "-B", *make_args],  # noqa: S607
         cwd=ROOT,
@@ -87,19 +87,16 @@ def installed_locks(*make_args: str) -> list[str]:
         timeout=60,
         check=True,
     )
-    return re.findall(r"pip install .*-r (\S+)", done.stdout)
+    return done.stdout
+
+
+def installed_locks(*make_args: str) -> list[str]:
+    """The locks `make` would install for ``make_args``, from a fresh .venv (dry run)."""
+    return re.findall(r"pip install .*-r (\S+)", dry_run(*make_args))
 
 
 def test_the_install_leaves_byte_compiling_to_the_first_import():
-    done = subprocess.run(
-        ["make", "-n", "-B", "install-dev"],  # noqa: S607
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    installs = [line for line in done.stdout.splitlines() if "pip install" in line]
+    installs = [line for line in dry_run("install-dev").splitlines() if "pip install" in line]
 
     assert len(installs) == 2
     assert all("--require-hashes --no-deps --no-compile" in line for line in installs)
@@ -120,15 +117,7 @@ def test_the_tests_the_linters_and_the_tools_add_the_development_tools(target):
 
 
 def test_make_lock_writes_every_lock_each_constrained_by_the_one_before():
-    done = subprocess.run(
-        ["make", "-n", "-B", "lock"],  # noqa: S607
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    compiles = " ".join(done.stdout.replace("\\\n", " ").split()).split("uv pip compile")[1:]
+    compiles = " ".join(dry_run("lock").replace("\\\n", " ").split()).split("uv pip compile")[1:]
 
     assert [re.findall(r"-o (\S+)", step) for step in compiles] == [[lock] for lock in LOCKS]
     for narrow, step in zip(LOCKS, compiles[1:], strict=False):
