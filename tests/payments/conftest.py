@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 
 from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, StripeProxy, localstripe_server
 
@@ -34,3 +35,26 @@ def stripe_proxy(stripe_shop: str, settings: Any) -> Iterator[StripeProxy]:
         yield proxy
     finally:
         proxy.close()
+
+
+# Where localstripe's webhooks go when no test listens: a closed port.
+WEBHOOKS_NOWHERE = {"url": "http://127.0.0.1:9/", "secret": "whsec_nowhere"}
+
+
+@pytest.fixture
+def stripe_webhooks(stripe_shop: str, live_server: Any) -> Iterator[None]:
+    """localstripe signs and POSTs its events to the shop, for this test only.
+
+    localstripe lives for the session and keeps its registrations: pointed back at a
+    closed port afterwards, so a later test's payments never send their events into
+    another test's database."""
+    registered = requests.post(
+        f"{stripe_shop}/_config/webhooks/onceshop",
+        data={"url": f"{live_server.url}/api/v1/callbacks/stripe/", "secret": WEBHOOK_SECRET},
+        timeout=5,
+    )
+    assert registered.status_code == 200
+    try:
+        yield
+    finally:
+        requests.post(f"{stripe_shop}/_config/webhooks/onceshop", data=WEBHOOKS_NOWHERE, timeout=5)
