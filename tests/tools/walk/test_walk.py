@@ -31,7 +31,8 @@ def test_make_stopped_by_ctrl_c_is_clean_when_its_recipe_stopped_cleanly(
 ):
     # Real make, as a terminal's Ctrl-C reaches it: SIGINT to its whole process group.
     (tmp_path / "serve.py").write_text(
-        f"import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    {on_ctrl_c}\n"
+        "import pathlib, time\ntry:\n    pathlib.Path('started').touch()\n    time.sleep(30)\n"
+        f"except KeyboardInterrupt:\n    {on_ctrl_c}\n"
     )
     (tmp_path / "Makefile").write_text(f"serve:\n\t{sys.executable} serve.py\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
@@ -44,7 +45,10 @@ def test_make_stopped_by_ctrl_c_is_clean_when_its_recipe_stopped_cleanly(
         text=True,
         start_new_session=True,
     )
-    time.sleep(1.0)  # the recipe's python has started and sleeps
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "started").exists():  # the recipe's python is in its try
+        assert time.monotonic() < deadline, "the recipe did not start"
+        time.sleep(0.02)
     os.killpg(make.pid, signal.SIGINT)
     printed, _ = make.communicate(timeout=20)
 
