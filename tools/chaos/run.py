@@ -364,10 +364,13 @@ class Run:
         how many messages a killed worker left unacknowledged.
 
         Those messages are not waited for: the broker hands them out again only
-        after its visibility timeout (an hour, config/settings/background.py). What most of
-        them were for is done by then anyway (the fulfil sweep ships, the
-        reconciler settles unknown attempts); what is not — a provider's
-        notification of a late success, say — is what the audit then reports.
+        after its visibility timeout (an hour, config/settings/background.py). What
+        they were for is done without them: the fulfil sweep ships, the reconciler
+        settles unknown attempts, and the sandbox's sweep (run by every pass, see
+        ``quiesce_commands``) makes the late successes, reversals and disputes
+        they scheduled and sends the notifications they never sent. Nothing is
+        quiet while the provider still has such a move scheduled, or the shop holds
+        a notification it has not settled.
         Quiet passes with the audit still failing end the wait too: nothing in
         the background is left to change it, and the check will show why.
         """
@@ -422,25 +425,44 @@ def _backlog(
 def quiesce_commands() -> list[list[str]]:
     """The management commands one quiesce pass runs, in order.
 
-    One pass of the periodic jobs, then the import and matching of today's
-    provider statement (a capture no notification told the shop about is
-    settled there); its discrepancies reach the check through ``manage.py
-    audit`` (invariant 7).
+    First the provider's own safety net, without its grace (the faults are
+    over): a late success, a reversal or a dispute whose message a killed
+    worker took with it is made now, not at beat's sweep minutes later, after
+    the check. Then one pass of the periodic jobs, then the import and
+    matching of today's provider statement (a capture no notification told
+    the shop about is settled there); its discrepancies reach the check
+    through ``manage.py audit`` (invariant 7).
     """
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    return [["reconcile", "--once"], ["reconcile_statement", "--date", today]]
+    return [
+        ["sandbox_sweep", "--after-s", "0"],
+        ["reconcile", "--once"],
+        ["reconcile_statement", "--date", today],
+    ]
 
 
 def _unresolved() -> dict[str, int]:
     """What still waits for the background work (Django set up on the run's database)."""
     from django.db import connections
 
+    from callbacks.models import UNRESOLVED_OUTCOMES, ProviderNotification
+    from demo.sandbox.services.sweeps import sandbox_scheduled_left
     from idempotency.models import IdempotencyKey, RecoveryPoint
     from orders.models import Order
     from payments.models import Payment, Refund
+    from reconcile.desk.selectors import notifications_held
 
     live = ["PENDING", "UNKNOWN"]
     counts = {
+        # Money the provider will still move (a late success, a reversal, a dispute)
+        # and what it told the shop that the shop has not settled yet: both are
+        # the reconciler's work to come, so the check waits for them.
+        "provider": sandbox_scheduled_left(),
+        "notifications": ProviderNotification.objects.filter(
+            outcome__in=UNRESOLVED_OUTCOMES, resolved_at__isnull=True
+        )
+        .exclude(pk__in=notifications_held())
+        .count(),
         "records": IdempotencyKey.objects.exclude(recovery_point=RecoveryPoint.FINISHED).count(),
         "payments": Payment.objects.filter(status__in=live).count(),
         "refunds": Refund.objects.filter(status__in=live).count(),

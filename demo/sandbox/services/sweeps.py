@@ -17,8 +17,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from demo.sandbox.models import Charge, Dispute, Notification, Refund
@@ -69,6 +71,54 @@ def _enqueue(notification_id: int) -> bool:
     return True
 
 
+def _scheduled(
+    *, due_before: datetime | None
+) -> list[tuple[str, QuerySet[Any], Callable[[int], object]]]:
+    """The money moves the sandbox has scheduled and not made yet (each row's time is
+    cleared when its move is made), due before ``due_before`` (None: whenever due),
+    each with what makes it: a late success of a charge or of a refund, a refund's
+    reversal, a dispute to open, a dispute to close as lost."""
+
+    def due(field: str) -> Q:
+        if due_before is None:
+            return Q(**{f"{field}__isnull": False})
+        return Q(**{f"{field}__lt": due_before})
+
+    return [
+        (
+            "charge",
+            Charge.objects.filter(due("late_success_at"), status=Charge.Status.DECLINED),
+            lambda pk: late_success_settle(charge_id=pk),
+        ),
+        (
+            "refund",
+            Refund.objects.filter(due("late_success_at"), status=Refund.Status.DECLINED),
+            lambda pk: refund_late_success_settle(refund_id=pk),
+        ),
+        (
+            "reversal",
+            Refund.objects.filter(due("reverses_at"), status=Refund.Status.SUCCESS),
+            lambda pk: refund_reversal_settle(refund_id=pk),
+        ),
+        (
+            "dispute",
+            Charge.objects.filter(due("disputes_at"), status=Charge.Status.SUCCESS),
+            lambda pk: dispute_open(charge_id=pk),
+        ),
+        (
+            "dispute",
+            Dispute.objects.filter(due("closes_at"), status=Dispute.Status.OPEN),
+            lambda pk: dispute_close_lost(dispute_id=pk),
+        ),
+    ]
+
+
+def sandbox_scheduled_left() -> int:
+    """How many money moves the sandbox has scheduled and not made yet, due or not: a
+    run that waits for everything to settle waits for these too (tools/chaos)."""
+    return sum(rows.count() for _, rows, _ in _scheduled(due_before=None))
+
+
 def sandbox_sweep_run_once(*, after_s: float = SWEEP_AFTER_S) -> SweepCounts:
     """Enqueue again what was never tried, settle the late successes past due."""
     cutoff = timezone.now() - timedelta(seconds=after_s)
@@ -82,39 +132,15 @@ def sandbox_sweep_run_once(*, after_s: float = SWEEP_AFTER_S) -> SweepCounts:
         if row.created_at + timedelta(seconds=row.first_delay_s) < cutoff
     ]
     enqueued, failed_notifications = _each("notification", lost, _enqueue)
-    charges = Charge.objects.filter(
-        status=Charge.Status.DECLINED, late_success_at__lt=cutoff
-    ).values_list("pk", flat=True)
-    charges_settled, failed_charges = _each(
-        "charge", charges[:BATCH], lambda pk: late_success_settle(charge_id=pk)
-    )
-    refunds = Refund.objects.filter(
-        status=Refund.Status.DECLINED, late_success_at__lt=cutoff
-    ).values_list("pk", flat=True)
-    refunds_settled, failed_refunds = _each(
-        "refund", refunds[:BATCH], lambda pk: refund_late_success_settle(refund_id=pk)
-    )
-    # What refund_reversal and dispute_lost scheduled whose message was lost.
-    scheduled = [
-        (
-            "reversal",
-            Refund.objects.filter(status=Refund.Status.SUCCESS, reverses_at__lt=cutoff),
-            lambda pk: refund_reversal_settle(refund_id=pk),
-        ),
-        (
-            "dispute",
-            Charge.objects.filter(status=Charge.Status.SUCCESS, disputes_at__lt=cutoff),
-            lambda pk: dispute_open(charge_id=pk),
-        ),
-        (
-            "dispute",
-            Dispute.objects.filter(status=Dispute.Status.OPEN, closes_at__lt=cutoff),
-            lambda pk: dispute_close_lost(dispute_id=pk),
-        ),
-    ]
-    (reversed_, failed_reversals), (opened, failed_openings), (closed, failed_closings) = [
+    (
+        (charges_settled, failed_charges),
+        (refunds_settled, failed_refunds),
+        (reversed_, failed_reversals),
+        (opened, failed_openings),
+        (closed, failed_closings),
+    ) = [
         _each(kind, rows.values_list("pk", flat=True)[:BATCH], work)
-        for kind, rows, work in scheduled
+        for kind, rows, work in _scheduled(due_before=cutoff)
     ]
     return SweepCounts(
         notifications_enqueued=enqueued,

@@ -1,6 +1,8 @@
 """late_success: declined now, SUCCESS later (the task driven directly; the worker's
 end-to-end run is in test_worker.py)."""
 
+from datetime import timedelta
+
 import pytest
 from django.conf import settings
 from django.utils import timezone
@@ -196,3 +198,37 @@ def test_a_sweep_with_one_late_success_the_database_refuses_settles_the_others(
     assert Charge.objects.get(pk=rows[1].pk).late_success_at is not None
     assert f"charge {rows[1].pk} failed" in caplog.text
     assert balance() == START - 200
+
+
+def test_a_scheduled_late_success_counts_as_left_until_it_is_made(declined_late, merchant):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from demo.sandbox.services.sweeps import sandbox_scheduled_left
+
+    # Given a charge whose late success is scheduled 5 s from now (its message taken by
+    # a worker that may be killed before it runs)
+    body, _, _ = declined_late
+    assert sandbox_scheduled_left() == 1
+
+    # When the sweep runs without its grace before the move is due, it leaves it
+    out = StringIO()
+    call_command("sandbox_sweep", "--after-s", "0", stdout=out)
+    assert "late charges 0" in out.getvalue()
+    assert sandbox_scheduled_left() == 1
+
+    # and once it is due, the sweep makes it at once, not two minutes later
+    Charge.objects.update(late_success_at=timezone.now() - timedelta(seconds=1))
+    out = StringIO()
+    call_command("sandbox_sweep", "--after-s", "0", stdout=out)
+    assert "late charges 1" in out.getvalue()
+    assert Charge.objects.get(out_trade_no=body["out_trade_no"]).status == "SUCCESS"
+    assert sandbox_scheduled_left() == 0
+
+
+def test_the_sweep_command_refuses_a_negative_grace():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="0 or more"):
+        call_command("sandbox_sweep", "--after-s", "-1")
