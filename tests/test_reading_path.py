@@ -11,6 +11,7 @@ reading-path target, docs/design.md, is 20).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from types import FrameType
@@ -74,3 +75,28 @@ def test_one_fresh_pay_runs_code_in_few_product_files(pay, create_order, capsys)
         for name in sorted(files):
             print(f"  {name}")
     assert len(files) <= FILES_PER_PAY, sorted(files)
+
+
+# The four layers' files: the reading path must cover each.
+LAYERS_READ = {
+    "idempotency/phases.py",  # the record and the business rows in one transaction
+    "payments/services.py",  # the conditional UPDATE
+    "callbacks/services.py",  # the unique constraint's IntegrityError
+    "reconcile/recovery/unsettled_payments.py",  # ask, then roll forward or back
+}
+MAX_FILES, MAX_LINES = 10, 2000
+
+
+@pytest.mark.parametrize("page", ["docs/design.md", "docs/zh-CN/design.md"])
+def test_the_reading_path_covers_the_four_layers_in_few_files_and_lines(page):
+    text = (ROOT / page).read_text()
+    section = re.split(r"^## ", text, flags=re.MULTILINE)
+    [reading] = [part for part in section if part.startswith(("Read in this order", "阅读顺序"))]
+    rows = re.findall(r"^\| \d+ \| `([^`]+)` \| (\d+) \|", reading, flags=re.MULTILINE)
+
+    lines = {path: len((ROOT / path).read_text().splitlines()) for path, _ in rows}
+    assert {path: int(count) for path, count in rows} == lines, "the table's counts are wc -l's"
+    assert len(rows) <= MAX_FILES
+    assert sum(lines.values()) <= MAX_LINES
+    assert set(lines) >= LAYERS_READ
+    assert f"{sum(lines.values()):,}" in reading  # the total the page states
