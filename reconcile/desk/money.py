@@ -6,7 +6,7 @@
   the statement refunds it (``stray_capture_take``: only what the provider's
   query confirms; a stray refunded already is not refunded again);
 - ``accept``: ask the provider about the attempt and settle from its answer,
-  as the reconciler does (``payment_ask`` / ``refund_reconcile``); for a
+  as the reconciler does (``payment_reconcile`` / ``refund_reconcile``); for a
   statement discrepancy, the provider's confirmed answer about the line's (or
   the ledger entry's) attempt is applied by the normal settle service
   (``payment_apply_truth`` / ``refund_settle``), and the discrepancy resolved.
@@ -23,7 +23,12 @@ from django.db import transaction
 
 from callbacks.models import ProviderNotification
 from payments.models import Payment, Refund
-from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
+from payments.providers import (
+    CustomerActionRequired,
+    PaymentProvider,
+    ProviderOutcomeUnknown,
+    get_provider,
+)
 from reconcile.desk.actions import (
     ALREADY_RESOLVED,
     ActionResult,
@@ -178,13 +183,13 @@ def _accept(
     provider: PaymentProvider,
 ) -> ActionResult:
     from reconcile.desk.discrepancy_accept import discrepancy_accept
-    from reconcile.recovery.unsettled_payments import SETTLED, payment_answer_apply, payment_ask
+    from reconcile.recovery.unsettled_payments import SETTLED, Resolution, payment_reconcile
     from reconcile.recovery.unsettled_refunds import SETTLED as REFUND_SETTLED
     from reconcile.recovery.unsettled_refunds import RefundResolution, refund_reconcile
 
     # The reconciler's own path: ask the provider, settle from its answer (conditional,
-    # so a pass running beside this settles the attempt once). ProviderOutcomeUnknown
-    # from the asking: nothing moved, and case_act says so.
+    # so a pass running beside this settles the attempt once). When the provider cannot
+    # answer, or waits for the customer, nothing moved, and case_act says so.
     if case.subject_type == "discrepancy":
         settled, outcome = discrepancy_accept(
             StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
@@ -194,8 +199,12 @@ def _accept(
         )
     elif case.subject_type == "payment":
         payment = Payment.objects.get(pk=case.subject_id)
-        answer = payment_ask(payment, provider)
-        resolution = payment_answer_apply(payment=payment, answer=answer).value
+        payment_resolution = payment_reconcile(payment=payment, provider=provider)
+        if payment_resolution is Resolution.UNREACHABLE:
+            raise ProviderOutcomeUnknown("the provider did not answer about the payment")
+        if payment_resolution is Resolution.AWAITING_CUSTOMER:
+            raise CustomerActionRequired(out_trade_no=payment.out_trade_no, action={})
+        resolution = payment_resolution.value
         settled, outcome = resolution in SETTLED, f"the provider's word: {resolution}"
     else:
         refund_resolution = refund_reconcile(

@@ -211,7 +211,7 @@ def test_an_accept_is_recorded_when_another_persons_dismiss_closed_the_case_mean
 ):
     case, payment = unresolved_case
     alice, bob = desk_operator(username="alice"), desk_operator(username="bob")
-    settle = payment_jobs.payment_answer_apply
+    settle = payment_jobs.payment_reconcile
 
     def bob_dismisses_meanwhile(**kwargs: Any) -> Any:
         # The order is rolled forward by alice's accept; then, before her close, bob's
@@ -220,7 +220,7 @@ def test_an_accept_is_recorded_when_another_persons_dismiss_closed_the_case_mean
         assert case_act(case_id=case.pk, action="dismiss", note="looks done", user=bob).acted
         return resolution
 
-    monkeypatch.setattr(payment_jobs, "payment_answer_apply", bob_dismisses_meanwhile)
+    monkeypatch.setattr(payment_jobs, "payment_reconcile", bob_dismisses_meanwhile)
 
     result = case_act(case_id=case.pk, action="accept", note="the provider says paid", user=alice)
 
