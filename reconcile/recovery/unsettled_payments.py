@@ -32,7 +32,7 @@ customer's retry with the same key replays the final answer: 200 with the
 order, or 402 ``payment-failed``.
 
 Fast path: a pass (``run_once``) works a batch at a time. The batch's questions
-go out at once, in threads that touch no database (``payment_ask_ahead``); the
+go out at once, in threads that touch no database (``payment_ask``); the
 plain answers are settled together (``payments.batches.payment_settle_many``)
 and their requests finished together (``completion_batch.complete_pay_requests``),
 in a fixed number of statements per batch. Every other answer is handed to
