@@ -120,7 +120,9 @@ class Order(models.Model):
         )
 
     # The declarations of the moves (the admin lists them, /how-it-works/ draws them);
-    # the UPDATE of each is where the order moves (see the class).
+    # the UPDATE of each is where the order moves (see the class). Called on an
+    # instance, one moves it in memory only: the services never call them, and
+    # never save() an order (a save would not be conditional).
     @transition(field=status, source=Status.UNPAID, target=Status.PAID)
     def mark_paid(self, *, paid_at: datetime) -> None:
         """A settled capture: ``payments.services.payment_settle``."""

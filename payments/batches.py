@@ -70,7 +70,7 @@ _MOVE_PAYMENTS = f"""
     WHERE p.id = v.id AND p.status = ANY(%s)
     RETURNING p.id
 """  # noqa: S608
-# The state machine's UNPAID -> PAID (Order.mark_paid), for many orders at once.
+# The UNPAID -> PAID of ``payments.services._settle``, for many orders at once.
 _MARK_PAID = f"""
     UPDATE "{_ORDERS}" AS o SET status = %s, paid_at = v.paid_at
     FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, paid_at)

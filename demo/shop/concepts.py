@@ -59,8 +59,8 @@ CONCEPTS = (
     ),
     Concept(
         _("Order state machine: `UPDATE … WHERE status = 'UNPAID'`"),
-        # Declared on the model; the UNPAID -> PAID UPDATE is issued where a settlement
-        # saves it.
+        # Declared on the model; the UNPAID -> PAID UPDATE is written out in the
+        # settlement (``_settle``, run by ``payment_settle``).
         ("orders.models.Order", "payments.services.payment_settle"),
         (),
         "docs/idempotency.md",

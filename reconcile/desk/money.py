@@ -23,12 +23,7 @@ from django.db import transaction
 
 from callbacks.models import ProviderNotification
 from payments.models import Payment, Refund
-from payments.providers import (
-    CustomerActionRequired,
-    PaymentProvider,
-    ProviderOutcomeUnknown,
-    get_provider,
-)
+from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from reconcile.desk.actions import (
     ALREADY_RESOLVED,
     ActionResult,
@@ -183,13 +178,18 @@ def _accept(
     provider: PaymentProvider,
 ) -> ActionResult:
     from reconcile.desk.discrepancy_accept import discrepancy_accept
-    from reconcile.recovery.unsettled_payments import SETTLED, Resolution, payment_reconcile
+    from reconcile.recovery.unsettled_payments import (
+        SETTLED,
+        AskedAhead,
+        payment_ask,
+        payment_reconcile,
+    )
     from reconcile.recovery.unsettled_refunds import SETTLED as REFUND_SETTLED
     from reconcile.recovery.unsettled_refunds import RefundResolution, refund_reconcile
 
     # The reconciler's own path: ask the provider, settle from its answer (conditional,
-    # so a pass running beside this settles the attempt once). When the provider cannot
-    # answer, or waits for the customer, nothing moved, and case_act says so.
+    # so a pass running beside this settles the attempt once). ProviderOutcomeUnknown
+    # (or CustomerActionRequired) from the asking: nothing moved, and case_act says so.
     if case.subject_type == "discrepancy":
         settled, outcome = discrepancy_accept(
             StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
@@ -199,12 +199,10 @@ def _accept(
         )
     elif case.subject_type == "payment":
         payment = Payment.objects.get(pk=case.subject_id)
-        payment_resolution = payment_reconcile(payment=payment, provider=provider)
-        if payment_resolution is Resolution.UNREACHABLE:
-            raise ProviderOutcomeUnknown("the provider did not answer about the payment")
-        if payment_resolution is Resolution.AWAITING_CUSTOMER:
-            raise CustomerActionRequired(out_trade_no=payment.out_trade_no, action={})
-        resolution = payment_resolution.value
+        # Asked first, outside the reconciler's bookkeeping: an unreachable provider or
+        # a customer who still has time raises here, before anything is written.
+        answer = payment_ask(payment, provider)
+        resolution = payment_reconcile(payment=payment, provider=AskedAhead(provider, answer)).value
         settled, outcome = resolution in SETTLED, f"the provider's word: {resolution}"
     else:
         refund_resolution = refund_reconcile(

@@ -129,20 +129,16 @@ class ReconcileCounts:
     handed_back: int = 0  # claimed, but the pass ran out of time first: released
 
 
-def payment_reconcile(
-    *, payment: Payment, provider: PaymentProvider, now: datetime | None = None
-) -> Resolution:
+def payment_reconcile(*, payment: Payment, provider: PaymentProvider) -> Resolution:
     """Settle one unsettled attempt from the provider's account of it (see the module doc).
 
     Called outside any transaction: the provider calls must not hold row locks.
     """
-    now = now or timezone.now()
-
     # Ask the provider. A read, safe to repeat: we act on its answer, never on a guess.
     try:
         account = provider.query(out_trade_no=payment.out_trade_no)
     except CustomerActionRequired:
-        if now < action_deadline(payment):
+        if timezone.now() < action_deadline(payment):
             # The customer still has time. Not a failure to back off from: marked (the
             # audit counts it in flight, a retry asks before it charges), and due again
             # exactly when the customer's time is up.
@@ -155,7 +151,7 @@ def payment_reconcile(
         # (if they completed it meanwhile, close answers the capture, rolled forward).
         account = None
     except ProviderOutcomeUnknown as error:
-        return _unreachable(payment=payment, error=error, now=now)
+        return _unreachable(payment=payment, error=error)
 
     if account is None:
         # The provider never saw it: fence before failing it. After close, no charge
@@ -164,7 +160,7 @@ def payment_reconcile(
         try:
             account = provider.close(out_trade_no=payment.out_trade_no)
         except ProviderOutcomeUnknown as error:
-            return _unreachable(payment=payment, error=error, now=now)
+            return _unreachable(payment=payment, error=error)
 
     # Roll forward or back. The settlement is conditional on the attempt being
     # unsettled and the order UNPAID, so a callback or a retry that settled it first
@@ -185,10 +181,12 @@ def payment_reconcile(
             ]
         case Settlement.CONFLICT:
             resolution = Resolution.CONFLICT
+        case _:  # pragma: no cover
+            raise AssertionError(f"unexpected settlement {settled.outcome}")
     if resolution is Resolution.CONFLICT:
         # The provider contradicts our books: nothing changed, logged. Asking again at
         # backoff pace costs little and notices if the provider corrects itself.
-        _retry_later(payment=payment, now=now)
+        _retry_later(payment=payment, now=timezone.now())
     return resolution
 
 
@@ -198,9 +196,9 @@ def action_deadline(payment: Payment) -> datetime:
     return payment.created_at + timedelta(seconds=settings.PAYMENT_ACTION_TIMEOUT_S)
 
 
-def _unreachable(*, payment: Payment, error: ProviderOutcomeUnknown, now: datetime) -> Resolution:
+def _unreachable(*, payment: Payment, error: ProviderOutcomeUnknown) -> Resolution:
     logger.warning("payment %s: provider unreachable (%s); backing off", payment.pk, error)
-    _retry_later(payment=payment, now=now)
+    _retry_later(payment=payment, now=timezone.now())  # counted from after the question
     return Resolution.UNREACHABLE
 
 
@@ -246,21 +244,28 @@ Answer = ChargeResult | Exception
 
 @context.isolated
 def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
-    """``payment_reconcile``'s question, asked ahead in a thread: the query, and the
-    fence for an attempt the provider never saw. HTTP only, no database, so a batch's
-    questions and fences go out at once (the attempt is bound here: a thread starts
-    with no log context)."""
+    """``payment_reconcile``'s question, asked ahead: the query, and the fence for an
+    attempt the provider never saw or whose customer had their time. HTTP only, no
+    database: a batch's questions and fences go out at once, in threads (the attempt is
+    bound here: a thread starts with no log context), and the desk asks with it before
+    it changes anything. Raises what the query raises otherwise: nothing is guessed."""
     context.bind(out_trade_no=payment.out_trade_no)
-    account = provider.query(out_trade_no=payment.out_trade_no)
+    try:
+        account = provider.query(out_trade_no=payment.out_trade_no)
+    except CustomerActionRequired:
+        if timezone.now() < action_deadline(payment):
+            raise  # the customer still has time
+        account = None  # they had their time: fenced like an attempt never seen
     if account is None:
         return provider.close(out_trade_no=payment.out_trade_no)
     return account
 
 
-class _AskedAhead:
+class AskedAhead:
     """The provider, with one attempt's question already answered by ``payment_ask``:
     ``payment_reconcile`` decides on that answer instead of asking again, and anything
-    further it needs (the fence for a customer out of time) goes to the provider."""
+    further it needs (a fence, should the customer's time run out in between) goes to
+    the provider."""
 
     def __init__(self, provider: PaymentProvider, answer: Answer) -> None:
         self.provider, self.answer = provider, answer
@@ -324,7 +329,7 @@ def payment_answers_apply(
     guard = ItemGuard(job=PAYMENTS, subject_type="payment")
     for payment, answer in answers:
         if payment.pk not in settled:
-            asked = _AskedAhead(provider, answer)
+            asked = AskedAhead(provider, answer)
             resolutions.append(_reconcile_guarded(payment=payment, provider=asked, guard=guard))
             continue
         resolution = (

@@ -271,6 +271,8 @@ def test_an_accept_while_the_provider_is_down_says_so_and_records_nothing(
 ):
     case, payment = unresolved_case
     settings.PROVIDER_BASE_URL = gone_provider
+    columns = ("reconcile_attempts", "next_reconcile_at", "updated_at")
+    before = list(Payment.objects.filter(pk=payment.pk).values(*columns))
 
     result = case_act(case_id=case.pk, action="accept", note="try", user=desk_operator())
 
@@ -279,6 +281,8 @@ def test_an_accept_while_the_provider_is_down_says_so_and_records_nothing(
     assert not CaseAction.objects.exists()
     assert Case.objects.get().state == CaseState.OPEN
     assert Payment.objects.get(pk=payment.pk).status == "UNKNOWN"
+    # ... nor on the attempt: a click is not a reconciler's try (no backoff moved)
+    assert list(Payment.objects.filter(pk=payment.pk).values(*columns)) == before
 
 
 def test_the_admins_accept_while_the_provider_is_down_is_a_message_not_a_500(
