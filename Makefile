@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 WITH_SERVICES := $(PY) -m config.embedded --
-# Exact versions with their hashes (uv, see README "Dependencies"), one lock per need,
+# Exact versions with their hashes (uv, see docs/deploying.md, "Dependencies"), one lock per need,
 # each holding the one before it at the same versions:
 #   requirements.lock              the runtime: what the image installs
 #   requirements-demo.lock         + the embedded servers: `make demo` (make install)
@@ -145,7 +145,7 @@ chaos: install-dev
 		--topology $(TOPOLOGY) $(CHAOS_ARGS)
 
 # The second hour, run for real (docs/operating.md, "The newcomer's walk"): make demo and
-# README's API tour, the Stripe demo with a payment and a refund, make demo again with
+# the API tour (docs/api.md), the Stripe demo with a payment and a refund, make demo again with
 # make audit and /books/, make cluster on two PORTs; in a state directory of its own,
 # ending with what is left running. Minutes. `make walk WALK_ARGS="--port 29000"`.
 WALK_ARGS ?=

@@ -5,6 +5,8 @@ from django.db.models import Q
 
 # The outcomes that leave something for reconciliation (see ``resolved_at``).
 UNRESOLVED_OUTCOMES = ("deferred", "rejected", "unmatched")
+# One row per notification the provider sends: a redelivery's INSERT fails on it.
+NOTIFY_ID_UNIQUE = "notification_unique_per_provider"
 
 
 class ProviderNotification(models.Model):
@@ -71,9 +73,7 @@ class ProviderNotification(models.Model):
     class Meta:
         ordering = ["received_at", "id"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["provider", "notify_id"], name="notification_unique_per_provider"
-            ),
+            models.UniqueConstraint(fields=["provider", "notify_id"], name=NOTIFY_ID_UNIQUE),
         ]
         indexes = [
             models.Index(fields=["out_trade_no"], name="notification_out_trade_no_idx"),

@@ -31,9 +31,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from callbacks.errors import CallbackMalformed, CallbackMismatch, CallbackUnknownPayment
-from callbacks.models import ProviderNotification
+from callbacks.models import NOTIFY_ID_UNIQUE, ProviderNotification
 from edge.bounds import columns_problems
 from edge.errors import ApplicationError
+from orders.services import violated_constraint
 from payments.disputes import DisputeOutcome, dispute_apply
 from payments.models import Payment, Refund
 from payments.providers import (
@@ -95,9 +96,12 @@ def callback_ingest(
                 provider=provider,
                 acknowledge_stored=acknowledge_stored,
             )
-    except IntegrityError:
+    except IntegrityError as error:
+        if violated_constraint(error) != NOTIFY_ID_UNIQUE:
+            raise  # another row refused (a bug, not a duplicate): rolled back whole
         # A concurrent delivery of the same notify_id committed first (our INSERT
-        # waited on its unique entry): its effect is in; answer what it answered.
+        # waited on its unique entry, then failed): its effect is in, ours rolled
+        # back; answer what it answered.
         return _stored(
             ProviderNotification.objects.get(provider=provider, notify_id=notification.notify_id)
         )

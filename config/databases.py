@@ -1,6 +1,6 @@
 """``DATABASES`` from the environment: the primary, its replica, and a pooler's needs.
 
-Two settings change the shape (README's configuration table, docs/scaling.md):
+Two settings change the shape (docs/configuration.md, docs/scaling.md):
 
 - ``DATABASE_REPLICA_URL``: a streaming replica of the primary. It becomes the
   ``replica`` alias, which only the reads config/dbrouter.py allows to be stale

@@ -149,6 +149,6 @@ def refuse_unsafe_start(env: Mapping[str, str]) -> None:
         raise ImproperlyConfigured(
             "OnceShop refuses to start in the production profile (DEMO_MODE is not true):\n"
             f"{listed}\n"
-            "Set them in the environment (README, 'Deploying'); DEMO_MODE=true is for "
+            "Set them in the environment (docs/deploying.md); DEMO_MODE=true is for "
             "the local demo only."
         )

@@ -238,7 +238,7 @@ def execute(
                 retry_after=lock_remaining_s(locked_at, now=timezone.now()),
             ) from error
         except Exception:
-            if record._state.adding and _key_exists(request):
+            if record.pk is None and _key_exists(request):
                 # A single-phase flow writes its record last: a concurrent duplicate
                 # can fail on a business row's unique index (one order per user and
                 # key) before reaching its own INSERT. The first one has committed

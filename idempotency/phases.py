@@ -114,28 +114,28 @@ def atomic_phase(
     answer. Either way the unique (user, key) index makes a concurrent duplicate
     fail its INSERT once the first commits, which rolls its whole phase back.
     """
-    adding = record._state.adding
+    inserted = record.pk is not None
     try:
         _phase(record, work, insert_first=insert_first)
     except ApplicationError as error:
         if not error.final:
             raise
         answer = Respond.from_error(error)
-        if adding:  # the rolled-back INSERT (insert_first) left the record unsaved
-            record._state.adding, record.pk = True, None
+        if not inserted:  # the INSERT (insert_first) rolled back with the phase
+            record.pk = None
         _phase(record, lambda: answer, insert_first=insert_first)
 
 
 def _phase(record: IdempotencyKey, work: Callable[[], PhaseResult], *, insert_first: bool) -> None:
     with transaction.atomic():
-        if insert_first and record._state.adding:
+        if insert_first and record.pk is None:
             _insert(record)
         result = work()
         held_token = record.lock_token  # `_apply` clears it on a final response
         changes = _apply(record, result)
         if not changes:
             return
-        if record._state.adding:
+        if record.pk is None:
             _insert(record)  # one statement: the record with its answer
             return
         # Fenced on our lock token: if a retry took the record over because we
@@ -151,8 +151,8 @@ class Journal:
     The one seam of the phases: the HTTP integration with the key layer switched off
     (``idempotency/unkeyed.py``) runs the same flows with a journal that writes
     nothing, so the layer's cost can be measured and the other layers shown to hold
-    without it. A record never inserted stays ``_state.adding``, so nothing else here
-    (the fenced UPDATE, ``release``) ever touches the database for it.
+    without it. A record never inserted has no ``pk``, so nothing else here (the
+    fenced UPDATE, ``release``) ever touches the database for it.
     """
 
     def insert(self, record: IdempotencyKey) -> None:
@@ -206,8 +206,8 @@ def _apply(record: IdempotencyKey, result: PhaseResult) -> dict[str, Any]:
 
 def release(record: IdempotencyKey) -> None:
     """Give the lock back after a failed phase; the recovery point stays as committed."""
-    if record._state.adding:
-        return  # never committed: the rollback left nothing behind
+    if record.pk is None:
+        return  # never inserted: the rollback left nothing behind
     IdempotencyKey.objects.filter(pk=record.pk, lock_token=record.lock_token).update(
         lock_token=None, locked_at=None
     )

@@ -19,7 +19,7 @@ matrix's rows through both and compares the answers byte for byte.
 
 It answers only a finished record with this request's fingerprint, and only
 when every check passes as DRF would pass it; it refuses nothing itself. Anything
-else goes on to the view, which answers it as before: no token (a session), a
+else goes on to the view, which answers it through DRF: no token (a session), a
 header DRF would refuse, an ``Accept`` or ``Content-Type`` other than plain
 JSON, a permission or throttle class that is not the project's own, a
 permission refused, a throttle's refusal (counted here once: DRF's check then

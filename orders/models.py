@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
-from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+from django_fsm import FSMField, transition
 
 
 class Product(models.Model):
@@ -47,16 +47,17 @@ def _not_fully_refunded(order: Any) -> bool:
     return bool(order.refunded_amount < order.amount)
 
 
-class Order(ConcurrentTransitionMixin, models.Model):
+class Order(models.Model):
     """An order and its state machine: UNPAID -> PAID -> REFUNDED, UNPAID -> CANCELLED.
 
-    The transitions are declared here; the UPDATE happens where a service saves
-    one. The status is protected (no direct assignment), and ConcurrentTransitionMixin
-    turns that save into ``UPDATE ... WHERE status = <source>``: of two requests
-    moving the same order, the second matches no row and gets a named
-    ``ConcurrentTransition`` instead of overwriting the first. The saves:
-    UNPAID -> PAID in ``payments.services.payment_settle`` (its ``_settle``; for many
-    orders at once, ``payments.batches.payment_settle_many``), UNPAID -> CANCELLED in
+    The transitions are declared here, for the admin and the diagram of
+    /how-it-works/, and the status is protected: no code assigns it. Each move
+    happens as a conditional UPDATE written out where the order moves, its row
+    count checked: ``Order.objects.filter(pk=..., status=<source>).update(status=
+    <target>)``. Of two writers moving the same order, the second matches no
+    row and changes nothing. The moves: UNPAID -> PAID in
+    ``payments.services.payment_settle`` (for many orders at once,
+    ``payments.batches.payment_settle_many``), UNPAID -> CANCELLED in
     ``orders.services.order_cancel``, PAID -> REFUNDED in
     ``payments.refunds.refund_settle``, and back REFUNDED -> PAID when a refund
     reverses (the provider could not pay it out) in ``payments.reversals``.
@@ -107,31 +108,29 @@ class Order(ConcurrentTransitionMixin, models.Model):
         fields: Iterable[str] | None = None,
         from_queryset: models.QuerySet[Order] | None = None,
     ) -> None:
-        """Django's refresh, safe in threads (tests/concurrency/test_order_refresh.py).
-
-        django-fsm-2's own switches the status field's ``protected`` flag off and
-        back on around it; that flag is one for the whole process, so a thread could
-        switch it on in the middle of another's refresh, which then failed. Here the
-        order lets go of its own status first, so Django sets it anew (the field
-        refuses only to overwrite a status an instance holds), and the flag stays on.
-        """
-        if fields is None:  # every loaded field, named, so the status is not left out
-            self._prefetched_objects_cache: dict[str, Any] = {}  # as Django's full refresh
-            deferred = self.get_deferred_fields()
-            fields = [f.attname for f in self._meta.concrete_fields if f.attname not in deferred]
-        # Always: the instance Django reads with loads its status whatever ``fields``
-        # says (ConcurrentTransitionMixin reads it on creation), and Django copies it.
+        """Django's refresh, for a protected status: the field refuses to overwrite a
+        status the instance holds, so the instance lets go of it and reads it again,
+        with the fields asked for (by default, every field it holds, as Django's)."""
+        if fields is None:
+            self._prefetched_objects_cache: dict[str, Any] = {}
+            fields = [f.attname for f in self._meta.concrete_fields if f.attname in self.__dict__]
         self.__dict__.pop("status", None)
-        models.Model.refresh_from_db(self, using=using, fields=fields, from_queryset=from_queryset)
-        self._update_initial_state()  # what the next conditional UPDATE compares with
+        super().refresh_from_db(
+            using=using, fields={*fields, "status"}, from_queryset=from_queryset
+        )
 
+    # The declarations of the moves (the admin lists them, /how-it-works/ draws them);
+    # the UPDATE of each is where the order moves (see the class). Called on an
+    # instance, one moves it in memory only: the services never call them, and
+    # never save() an order (a save would not be conditional).
     @transition(field=status, source=Status.UNPAID, target=Status.PAID)
     def mark_paid(self, *, paid_at: datetime) -> None:
+        """A settled capture: ``payments.services.payment_settle``."""
         self.paid_at = paid_at
 
     @transition(field=status, source=Status.UNPAID, target=Status.CANCELLED)
     def cancel(self) -> None:
-        """Stock is released by the service that calls this, once per line."""
+        """A cancel, or the expiry of an unpaid order: ``orders.services.order_cancel``."""
 
     @transition(
         field=status,
@@ -140,7 +139,8 @@ class Order(ConcurrentTransitionMixin, models.Model):
         conditions=[_fully_refunded],
     )
     def mark_refunded(self) -> None:
-        """Only once the whole amount went back: a partial refund leaves the order PAID."""
+        """Only once the whole amount went back (``payments.refunds``): a partial refund
+        leaves the order PAID."""
 
     @transition(
         field=status,
@@ -149,7 +149,8 @@ class Order(ConcurrentTransitionMixin, models.Model):
         conditions=[_not_fully_refunded],
     )
     def mark_unrefunded(self) -> None:
-        """A refund failed after it succeeded: the money is ours again, the order PAID."""
+        """A refund failed after it succeeded (``payments.reversals``): the money is ours
+        again, the order PAID."""
 
 
 class OrderLine(models.Model):

@@ -216,8 +216,13 @@ def order_cancel(*, order: Order, blocker: CancelBlocker) -> Order:
             raise OrderNotCancellable(f"The order is {order.status.lower()}.")
         if reason := blocker(order):
             raise OrderNotCancellable(reason)
-        order.cancel()
-        order.save(update_fields=["status"])  # WHERE status = 'UNPAID'
+        # UNPAID -> CANCELLED, conditional on the status read under the lock.
+        cancelled = Order.objects.filter(pk=order.pk, status=Order.Status.UNPAID).update(
+            status=Order.Status.CANCELLED
+        )
+        if cancelled != 1:
+            raise OrderNotCancellable("The order changed while it was being cancelled.")
+        order.refresh_from_db(fields=["status"])
         order_products_lock(order_ids=[order.pk])
         lines = list(order.lines.all())
         for line in lines:

@@ -29,7 +29,7 @@ Only the plain, common answers come here: SUCCESS for the attempt's own
 reference and amount on an UNPAID order, DECLINED, CLOSED. Everything else (an
 answer that names another reference or amount, a capture the order can no
 longer take, an attempt someone settled first) is left to the caller, who
-settles it one by one with ``payment_settle`` as before, so every such case
+settles it one by one with ``payment_settle``, so every such case
 keeps its one tested path (conflicts, orphaned captures, already settled).
 
 All or nothing: if any statement fails (a unique index refusing a capture that
@@ -70,7 +70,7 @@ _MOVE_PAYMENTS = f"""
     WHERE p.id = v.id AND p.status = ANY(%s)
     RETURNING p.id
 """  # noqa: S608
-# The state machine's UNPAID -> PAID (Order.mark_paid), for many orders at once.
+# The UNPAID -> PAID of ``payments.services._settle``, for many orders at once.
 _MARK_PAID = f"""
     UPDATE "{_ORDERS}" AS o SET status = %s, paid_at = v.paid_at
     FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, paid_at)

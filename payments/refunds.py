@@ -20,7 +20,6 @@ from django.db.models import F
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
-from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
 from orders.services import violated_constraint
@@ -329,9 +328,10 @@ def _count_refund(*, order: Order, amount: int) -> None:
     order.refresh_from_db(fields=["refunded_amount"])
     if order.refunded_amount < order.amount:
         return  # a partial refund leaves the order PAID
-    try:
-        order.mark_refunded()
-        order.save(update_fields=["status"])  # WHERE status = 'PAID'
-    except (TransitionNotAllowed, ConcurrentTransition) as error:
-        reason = f"order {order.number} is {order.status}, cannot become REFUNDED"
-        raise _Conflict(reason) from error
+    # PAID -> REFUNDED, conditional: only a PAID order whose whole amount is back.
+    refunded = Order.objects.filter(
+        pk=order.pk, status=Order.Status.PAID, refunded_amount=F("amount")
+    ).update(status=Order.Status.REFUNDED)
+    if refunded != 1:
+        raise _Conflict(f"order {order.number} is {order.status}, cannot become REFUNDED")
+    order.refresh_from_db(fields=["status"])

@@ -25,7 +25,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db.models import F
-from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
 from payments.models import LedgerEntry, Refund, RefundAttemptStatus
@@ -84,9 +83,10 @@ def _uncount_refund(*, order: Order, amount: int) -> None:
     order.refresh_from_db(fields=["refunded_amount"])
     if order.status != Order.Status.REFUNDED:
         return  # a partial refund reversed: the order was, and stays, PAID
-    try:
-        order.mark_unrefunded()
-        order.save(update_fields=["status"])  # WHERE status = 'REFUNDED'
-    except (TransitionNotAllowed, ConcurrentTransition) as error:
-        reason = f"order {order.number} is {order.status}, cannot become PAID again"
-        raise ReversalConflict(reason) from error
+    # REFUNDED -> PAID, conditional: only a REFUNDED order no longer fully refunded.
+    unrefunded = Order.objects.filter(
+        pk=order.pk, status=Order.Status.REFUNDED, refunded_amount__lt=F("amount")
+    ).update(status=Order.Status.PAID)
+    if unrefunded != 1:
+        raise ReversalConflict(f"order {order.number} is {order.status}, cannot become PAID again")
+    order.refresh_from_db(fields=["status"])

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from orders.models import Order
 from orders.tasks import fulfil_order, fulfil_orders
@@ -223,15 +222,17 @@ def _settle(*, payment_id: int, result: ChargeResult, confirmed: bool) -> Settle
             amount=payment.amount,
             currency=payment.currency,
         )
-        try:
-            order.mark_paid(paid_at=result.paid_at or now)
-            order.save(update_fields=["status", "paid_at"])  # WHERE status = 'UNPAID'
-        except (TransitionNotAllowed, ConcurrentTransition) as error:
+        paid_at = result.paid_at or now
+        # UNPAID -> PAID, conditional: the UPDATE matches the row only while it is
+        # UNPAID. (The lock above orders the writers; this is what makes the move
+        # happen once even for a writer that took no lock.)
+        paid = Order.objects.filter(pk=order.pk, status=Order.Status.UNPAID).update(
+            status=Order.Status.PAID, paid_at=paid_at
+        )
+        if paid != 1:
             # Cancel and expiry refuse while an attempt is live, so this is a bug
             # or a manual change: roll the whole settlement back and report it.
-            raise _Conflict(
-                f"order {order.number} is {order.status}, cannot become PAID"
-            ) from error
+            raise _Conflict(f"order {order.number} is {order.status}, cannot become PAID")
         # Only after COMMIT: a worker must never look for a PAID order that a
         # rollback took back. At-least-once: the task is safe to run twice.
         # Robust: once committed, the payment succeeded whatever the broker says;

@@ -1,6 +1,6 @@
 """OnceShop settings: everything a deployment changes comes from the environment.
 
-The README's configuration table lists every variable read here.
+docs/configuration.md lists every variable read here.
 """
 
 from __future__ import annotations

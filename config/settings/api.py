@@ -32,7 +32,7 @@ CACHES = {
     }
 }
 
-# --- Abuse limits (429 / 409 with a code each; README's contract table) -----------
+# --- Abuse limits (429 / 409 with a code each; docs/api.md's contract table) -----------
 # Rates as DRF spells them ("30/min"); empty turns a limit off. Login attempts are
 # counted before the password is checked: the login page, the admin's and the token
 # endpoint share both counters.

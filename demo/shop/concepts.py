@@ -59,8 +59,8 @@ CONCEPTS = (
     ),
     Concept(
         _("Order state machine: `UPDATE … WHERE status = 'UNPAID'`"),
-        # Declared on the model; the UNPAID -> PAID UPDATE is issued where a settlement
-        # saves it.
+        # Declared on the model; the UNPAID -> PAID UPDATE is written out in the
+        # settlement (``_settle``, run by ``payment_settle``).
         ("orders.models.Order", "payments.services.payment_settle"),
         (),
         "docs/idempotency.md",
@@ -120,6 +120,7 @@ CONCEPTS = (
     Concept(
         _("Reconciliation: ask the provider, never guess; fence with `close`"),
         (
+            "reconcile.recovery.unsettled_payments.payment_reconcile",
             "reconcile.recovery.unsettled_payments.run_once",
             "reconcile.recovery.unsettled_payments.payment_ask",
             "reconcile.recovery.unsettled_payments.payment_answers_apply",

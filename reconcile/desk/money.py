@@ -6,7 +6,7 @@
   the statement refunds it (``stray_capture_take``: only what the provider's
   query confirms; a stray refunded already is not refunded again);
 - ``accept``: ask the provider about the attempt and settle from its answer,
-  as the reconciler does (``payment_ask`` / ``refund_reconcile``); for a
+  as the reconciler does (``payment_reconcile`` / ``refund_reconcile``); for a
   statement discrepancy, the provider's confirmed answer about the line's (or
   the ledger entry's) attempt is applied by the normal settle service
   (``payment_apply_truth`` / ``refund_settle``), and the discrepancy resolved.
@@ -178,13 +178,18 @@ def _accept(
     provider: PaymentProvider,
 ) -> ActionResult:
     from reconcile.desk.discrepancy_accept import discrepancy_accept
-    from reconcile.recovery.unsettled_payments import SETTLED, payment_answer_apply, payment_ask
+    from reconcile.recovery.unsettled_payments import (
+        SETTLED,
+        AskedAhead,
+        payment_ask,
+        payment_reconcile,
+    )
     from reconcile.recovery.unsettled_refunds import SETTLED as REFUND_SETTLED
     from reconcile.recovery.unsettled_refunds import RefundResolution, refund_reconcile
 
     # The reconciler's own path: ask the provider, settle from its answer (conditional,
     # so a pass running beside this settles the attempt once). ProviderOutcomeUnknown
-    # from the asking: nothing moved, and case_act says so.
+    # (or CustomerActionRequired) from the asking: nothing moved, and case_act says so.
     if case.subject_type == "discrepancy":
         settled, outcome = discrepancy_accept(
             StatementDiscrepancy.objects.select_related("line", "ledger_entry").get(
@@ -194,8 +199,10 @@ def _accept(
         )
     elif case.subject_type == "payment":
         payment = Payment.objects.get(pk=case.subject_id)
+        # Asked first, outside the reconciler's bookkeeping: an unreachable provider or
+        # a customer who still has time raises here, before anything is written.
         answer = payment_ask(payment, provider)
-        resolution = payment_answer_apply(payment=payment, answer=answer).value
+        resolution = payment_reconcile(payment=payment, provider=AskedAhead(provider, answer)).value
         settled, outcome = resolution in SETTLED, f"the provider's word: {resolution}"
     else:
         refund_resolution = refund_reconcile(

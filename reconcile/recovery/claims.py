@@ -1,11 +1,11 @@
 """The reconciler's claim, lease and backoff machinery, for any attempt it resolves.
 
 Payment attempts and refund attempts are reconciled the same way (see
-``payments.py`` and ``refunds.py`` next to this module): both models carry a
-``status``, ``updated_at`` (the age of the attempt: its last real change) and
-the bookkeeping ``reconcile_attempts`` / ``next_reconcile_at``. This module is
-the one implementation of how due rows are leased, handed back and backed off,
-and of the budgeted loop over batches.
+``unsettled_payments.py`` and ``unsettled_refunds.py`` next to this module):
+both models carry a ``status``, ``updated_at`` (the age of the attempt: its
+last real change) and the bookkeeping ``reconcile_attempts`` /
+``next_reconcile_at``. This module is the one implementation of how due rows
+are leased, handed back and backed off, and of the budgeted loop over batches.
 
 Claiming: rows are leased in one short statement (``UPDATE ... WHERE id IN
 (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING *``) and processed after

@@ -3,39 +3,41 @@
 An attempt is unsettled (PENDING or UNKNOWN) while we do not know whether the
 provider charged it: the request timed out, the provider answered 5xx, or the
 process died between phases. Once it is older than RECONCILE_AFTER_S, nobody is
-waiting on the provider for it any more, and the reconciler finds out:
+waiting on the provider for it any more, and the reconciler finds out. The
+decision for one attempt is ``payment_reconcile``, read top to bottom:
 
     query(out_trade_no)
-      SUCCESS  -> roll forward: payment_settle (PAID, ledger entry, shipment)
-      DECLINED -> roll back: payment_settle (FAILED, declined)
-      CLOSED   -> roll back: an earlier pass fenced it and died before settling
-      nothing  -> close(out_trade_no) FIRST, then settle with what close says:
-                  CLOSED -> FAILED "closed"; SUCCESS (it slipped in) -> roll forward
       waiting for the customer (3-D Secure) ->
                   younger than PAYMENT_ACTION_TIMEOUT_S: leave it, due again then;
-                  older: close it like "nothing" (the customer had their time)
-      unreachable -> leave it exactly as it is; try again after a backoff
+                  older: fence it like "nothing" (the customer had their time)
+      unreachable -> leave it as it is; try again after a backoff
+      nothing  -> fence: close(out_trade_no) FIRST, then settle with what close says
+      SUCCESS  -> roll forward: payment_settle (PAID, ledger entry, shipment)
+      DECLINED -> roll back: payment_settle (FAILED, declined)
+      CLOSED   -> roll back: fenced (by us, or by an earlier pass that died before settling)
 
 The fence is what makes "no charge" final: without it, a charge still on its
 way (a retry, a slow provider) could succeed after we marked the attempt
 FAILED, and the customer would pay for an order we let them pay again.
+
+A success the shop cannot apply (the attempt was failed or fenced, the order
+is paid by another attempt, cancelled, expired or refunded, or the provider
+captured another amount) goes to ``payments.orphans.capture_orphan_resolve``:
+rolled forward if the order can still take it, otherwise booked as an
+orphaned capture and refunded (``unsettled_refunds.py`` drives that refund).
 
 Then the request that made the attempt is finished through the completer (the
 answer the pay flow's last phase would store, as a client retry would), so the
 customer's retry with the same key replays the final answer: 200 with the
 order, or 402 ``payment-failed``.
 
-A pass does this a batch at a time: the batch's questions go out at once (in
-threads, no transaction open), then its plain answers are settled together and
-its requests finished together, in a fixed number of statements per batch
-(``payment_answers_apply``, ``completion_batch.complete_pay_requests``); anything
-unusual takes the one-by-one path below, unchanged.
-
-A success the shop cannot apply (the attempt was failed or fenced, the order
-is paid by another attempt, cancelled, expired or refunded, or the provider
-captured another amount) goes to ``payments.orphans.capture_orphan_resolve``:
-rolled forward if the order can still take it, otherwise booked as an
-orphaned capture and refunded (``refunds.py`` drives that refund).
+Fast path: a pass (``run_once``) works a batch at a time. The batch's questions
+go out at once, in threads that touch no database (``payment_ask``); the
+plain answers are settled together (``payments.batches.payment_settle_many``)
+and their requests finished together (``completion_batch.complete_pay_requests``),
+in a fixed number of statements per batch. Every other answer is handed to
+``payment_reconcile``, which takes the question's answer from the thread
+instead of asking again.
 
 Claiming, leases and backoff: ``claims.py``, shared with refunds.
 """
@@ -47,6 +49,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -126,42 +129,65 @@ class ReconcileCounts:
     handed_back: int = 0  # claimed, but the pass ran out of time first: released
 
 
-def payment_reconcile(
-    *, payment: Payment, provider: PaymentProvider, now: datetime | None = None
-) -> Resolution:
+def payment_reconcile(*, payment: Payment, provider: PaymentProvider) -> Resolution:
     """Settle one unsettled attempt from the provider's account of it (see the module doc).
 
     Called outside any transaction: the provider calls must not hold row locks.
     """
-    return payment_answer_apply(payment=payment, answer=payment_ask(payment, provider), now=now)
-
-
-# What asking the provider about an attempt gave: its account, or why there is none.
-Answer = ChargeResult | Exception
-
-
-@context.isolated
-def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
-    """The provider's account of an attempt: its query, or the fence's answer.
-
-    HTTP only, no database: the reconciler asks many of these at once in threads
-    (so the attempt is bound here too: a thread starts with no log context).
-    """
-    context.bind(out_trade_no=payment.out_trade_no)
+    # Ask the provider. A read, safe to repeat: we act on its answer, never on a guess.
     try:
         account = provider.query(out_trade_no=payment.out_trade_no)
     except CustomerActionRequired:
         if timezone.now() < action_deadline(payment):
-            raise  # the customer still has time: the answer is that they have not acted
+            # The customer still has time. Not a failure to back off from: marked (the
+            # audit counts it in flight, a retry asks before it charges), and due again
+            # exactly when the customer's time is up.
+            payment_mark_action_required(payment_id=payment.pk)
+            Payment.objects.filter(pk=payment.pk, status__in=UNSETTLED_STATUSES).update(
+                next_reconcile_at=action_deadline(payment)
+            )
+            return Resolution.AWAITING_CUSTOMER
         # The customer had their time: fence it like an attempt the provider never saw
         # (if they completed it meanwhile, close answers the capture, rolled forward).
         account = None
+    except ProviderOutcomeUnknown as error:
+        return _unreachable(payment=payment, error=error)
+
     if account is None:
-        # The provider never saw it. Fence before failing it: after close, no
-        # charge for this attempt can succeed, so FAILED is final. If a charge
-        # got in first, close tells us, and we roll forward instead.
-        account = provider.close(out_trade_no=payment.out_trade_no)
-    return account
+        # The provider never saw it: fence before failing it. After close, no charge
+        # for this attempt can succeed, so FAILED is final. If a charge got in first,
+        # close answers SUCCESS, and the attempt is rolled forward below.
+        try:
+            account = provider.close(out_trade_no=payment.out_trade_no)
+        except ProviderOutcomeUnknown as error:
+            return _unreachable(payment=payment, error=error)
+
+    # Roll forward or back. The settlement is conditional on the attempt being
+    # unsettled and the order UNPAID, so a callback or a retry that settled it first
+    # wins, and it is settled once.
+    settled = payment_settle(payment_id=payment.pk, result=account)
+    match settled.outcome:
+        case Settlement.APPLIED if settled.payment.status == PaymentStatus.SUCCEEDED:
+            return Resolution.ROLLED_FORWARD  # SUCCESS: order PAID, ledger entry, shipment
+        case Settlement.APPLIED:
+            return Resolution.ROLLED_BACK  # DECLINED or CLOSED: FAILED
+        case Settlement.ALREADY_APPLIED:
+            return Resolution.ALREADY_SETTLED
+        case Settlement.CONFLICT if account.status is ChargeStatus.SUCCESS:
+            # Captured, but not a success this attempt can take: rolled forward if the
+            # order can still take it, otherwise booked as orphaned and refunded.
+            resolution = _ORPHAN_RESOLUTIONS[
+                capture_orphan_resolve(payment_id=payment.pk, capture=account)
+            ]
+        case Settlement.CONFLICT:
+            resolution = Resolution.CONFLICT
+        case _:  # pragma: no cover
+            raise AssertionError(f"unexpected settlement {settled.outcome}")
+    if resolution is Resolution.CONFLICT:
+        # The provider contradicts our books: nothing changed, logged. Asking again at
+        # backoff pace costs little and notices if the provider corrects itself.
+        _retry_later(payment=payment, now=timezone.now())
+    return resolution
 
 
 def action_deadline(payment: Payment) -> datetime:
@@ -170,40 +196,28 @@ def action_deadline(payment: Payment) -> datetime:
     return payment.created_at + timedelta(seconds=settings.PAYMENT_ACTION_TIMEOUT_S)
 
 
-def payment_answer_apply(
-    *, payment: Payment, answer: Answer, now: datetime | None = None
-) -> Resolution:
-    """Settle an attempt from what ``payment_ask`` gave (raised errors passed as answers)."""
-    now = now or timezone.now()
-    if isinstance(answer, CustomerActionRequired):
-        # Not a failure to back off from: marked (the audit counts it in flight, a retry
-        # asks before it charges), and due again exactly when the customer's time is up.
-        payment_mark_action_required(payment_id=payment.pk)
-        Payment.objects.filter(pk=payment.pk, status__in=UNSETTLED_STATUSES).update(
-            next_reconcile_at=action_deadline(payment)
-        )
-        return Resolution.AWAITING_CUSTOMER
-    if isinstance(answer, ProviderOutcomeUnknown):
-        logger.warning("payment %s: provider unreachable (%s); backing off", payment.pk, answer)
-        _retry_later(payment=payment, now=now)
-        return Resolution.UNREACHABLE
-    if isinstance(answer, Exception):
-        raise answer
-    resolution = payment_apply_truth(payment_id=payment.pk, account=answer)
-    if resolution is Resolution.CONFLICT:
-        # Changed nothing, logged. Asking again at backoff pace costs little and
-        # notices if the provider corrects itself.
-        _retry_later(payment=payment, now=now)
-    return resolution
+def _unreachable(*, payment: Payment, error: ProviderOutcomeUnknown) -> Resolution:
+    logger.warning("payment %s: provider unreachable (%s); backing off", payment.pk, error)
+    _retry_later(payment=payment, now=timezone.now())  # counted from after the question
+    return Resolution.UNREACHABLE
+
+
+def _retry_later(*, payment: Payment, now: datetime) -> None:
+    retry_later(Payment, row=payment, statuses=UNSETTLED_STATUSES, now=now)
+
+
+_ORPHAN_RESOLUTIONS = {
+    OrphanOutcome.ROLLED_FORWARD: Resolution.ROLLED_FORWARD,
+    OrphanOutcome.ORPHANED: Resolution.ORPHANED,
+    OrphanOutcome.ALREADY_RESOLVED: Resolution.ALREADY_SETTLED,
+    OrphanOutcome.CONFLICT: Resolution.CONFLICT,
+}
 
 
 def payment_apply_truth(*, payment_id: int, account: ChargeResult) -> Resolution:
-    """Settle an attempt from the provider's query answer (the truth), whatever we hold.
-
-    The ordinary settlement first; a success it cannot apply is a capture to
-    account for (roll forward, or book and refund the orphan). The reconciler of
-    unsettled attempts and of unresolved notifications both come through here.
-    """
+    """Settle an attempt from an account of it the caller already holds (a notification's
+    query, a statement line): ``payment_reconcile``'s roll forward or back, without its
+    question, fence or backoff."""
     settled = payment_settle(payment_id=payment_id, result=account)
     match settled.outcome:
         case Settlement.APPLIED if settled.payment.status == PaymentStatus.SUCCEEDED:
@@ -221,45 +235,89 @@ def payment_apply_truth(*, payment_id: int, account: ChargeResult) -> Resolution
     raise AssertionError(f"unexpected settlement {settled.outcome}")  # pragma: no cover
 
 
-_ORPHAN_RESOLUTIONS = {
-    OrphanOutcome.ROLLED_FORWARD: Resolution.ROLLED_FORWARD,
-    OrphanOutcome.ORPHANED: Resolution.ORPHANED,
-    OrphanOutcome.ALREADY_RESOLVED: Resolution.ALREADY_SETTLED,
-    OrphanOutcome.CONFLICT: Resolution.CONFLICT,
-}
+# --- Fast path: a pass asks a batch's questions at once and settles the plain answers together.
 
-
-def _retry_later(*, payment: Payment, now: datetime) -> None:
-    retry_later(Payment, row=payment, statuses=UNSETTLED_STATUSES, now=now)
+# What asking the provider ahead about an attempt gave: its account, or the error
+# raised instead (``claims.drain`` hands a thread's error back as its answer).
+Answer = ChargeResult | Exception
 
 
 @context.isolated
-def _apply_guarded(*, payment: Payment, answer: Answer, guard: ItemGuard) -> Resolution:
+def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
+    """``payment_reconcile``'s question, asked ahead: the query, and the fence for an
+    attempt the provider never saw or whose customer had their time. HTTP only, no
+    database: a batch's questions and fences go out at once, in threads (the attempt is
+    bound here: a thread starts with no log context), and the desk asks with it before
+    it changes anything. Raises what the query raises otherwise: nothing is guessed."""
+    context.bind(out_trade_no=payment.out_trade_no)
+    try:
+        account = provider.query(out_trade_no=payment.out_trade_no)
+    except CustomerActionRequired:
+        if timezone.now() < action_deadline(payment):
+            raise  # the customer still has time
+        account = None  # they had their time: fenced like an attempt never seen
+    if account is None:
+        return provider.close(out_trade_no=payment.out_trade_no)
+    return account
+
+
+class AskedAhead:
+    """The provider, with one attempt's question already answered by ``payment_ask``:
+    ``payment_reconcile`` decides on that answer instead of asking again, and anything
+    further it needs (a fence, should the customer's time run out in between) goes to
+    the provider."""
+
+    def __init__(self, provider: PaymentProvider, answer: Answer) -> None:
+        self.provider, self.answer = provider, answer
+
+    def query(self, *, out_trade_no: str, trade_no: str | None = None) -> ChargeResult:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.provider, name)
+
+
+@context.isolated
+def _reconcile_guarded(
+    *, payment: Payment, provider: PaymentProvider, guard: ItemGuard
+) -> Resolution:
     # One attempt's bug or database hiccup must not stop the others: the guard logs
     # and counts it, and it backs off like an unreachable provider (its claim's own
     # backoff), so it cannot spin in a hot loop.
     context.bind(out_trade_no=payment.out_trade_no)  # on every line about this attempt
+
+    def reconcile() -> Resolution:
+        return payment_reconcile(payment=payment, provider=provider)
+
+    def back_off() -> None:
+        _retry_later(payment=payment, now=timezone.now())
+
     resolution = guard.run(
         key=payment.pk,
         reference=payment.out_trade_no,
-        work=lambda: payment_answer_apply(payment=payment, answer=answer),
+        work=reconcile,
         failed=Resolution.ERROR,
-        on_failure=lambda: _retry_later(payment=payment, now=timezone.now()),
+        on_failure=back_off,
     )
     if resolution is not Resolution.ERROR:
         logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
     return resolution
 
 
-def payment_answers_apply(answers: list[tuple[Payment, Answer]]) -> list[Resolution]:
+def payment_answers_apply(
+    answers: list[tuple[Payment, Answer]], *, provider: PaymentProvider
+) -> list[Resolution]:
     """Settle a batch's answers: the plain ones together, every other one on its own.
 
     The plain answers (the attempt's own success on an UNPAID order, a decline, a
     fence) are applied in one transaction of a few statements
     (``payments.batches.payment_settle_many``); whatever it leaves (unreachable,
-    conflicts, orphaned captures, attempts settled meanwhile) goes through
-    ``payment_answer_apply`` one by one, exactly as before. If the batch fails
-    as a whole, every answer goes that way, where a failure is one attempt's.
+    a customer to wait for, conflicts, orphaned captures, attempts settled
+    meanwhile) goes to ``payment_reconcile`` one by one, with its answer. If the
+    batch fails as a whole, every answer goes that way, where a failure is one
+    attempt's.
     """
     plain = [(payment, answer) for payment, answer in answers if isinstance(answer, ChargeResult)]
     try:
@@ -271,7 +329,8 @@ def payment_answers_apply(answers: list[tuple[Payment, Answer]]) -> list[Resolut
     guard = ItemGuard(job=PAYMENTS, subject_type="payment")
     for payment, answer in answers:
         if payment.pk not in settled:
-            resolutions.append(_apply_guarded(payment=payment, answer=answer, guard=guard))
+            asked = AskedAhead(provider, answer)
+            resolutions.append(_reconcile_guarded(payment=payment, provider=asked, guard=guard))
             continue
         resolution = (
             Resolution.ROLLED_FORWARD
@@ -304,14 +363,24 @@ def run_once(
     statements per batch for the common outcomes, whatever its size.
     """
     provider = provider or get_provider()
+
+    def ask_ahead(payment: Payment) -> ChargeResult:
+        return payment_ask(payment, provider)
+
+    def settle_answers(answers: list[tuple[Payment, Answer]]) -> list[str]:
+        return [r.value for r in payment_answers_apply(answers, provider=provider)]
+
+    def finish_requests(payment_ids: list[int]) -> int:
+        return complete_pay_requests(payment_ids=payment_ids, provider=provider)
+
     counts = drain(
         Payment,
         statuses=UNSETTLED_STATUSES,
-        ask=lambda payment: payment_ask(payment, provider),
-        resolve_batch=lambda answers: [r.value for r in payment_answers_apply(answers)],
+        ask=ask_ahead,
+        resolve_batch=settle_answers,
         concurrency=settings.RECONCILE_CONCURRENCY if concurrency is None else concurrency,
         settled=SETTLED,
-        complete=lambda ids: complete_pay_requests(payment_ids=ids, provider=provider),
+        complete=finish_requests,
         batch_size=batch_size,
         budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
         clock=_monotonic,

@@ -304,3 +304,31 @@ def test_a_refused_attempt_is_logged_without_its_signature(payment, caplog):
     assert str(len(raw)) in record.getMessage()
     assert "ab" * 32 not in record.getMessage()
     assert settings.SANDBOX_WEBHOOK_SECRET not in record.getMessage()
+
+
+@pytest.mark.django_db
+def test_a_row_refused_by_another_constraint_is_not_taken_for_a_redelivery(payment, caplog):
+    from django.db import connection
+
+    # Given a database that refuses the settlement's UPDATE of the attempt with a
+    # unique violation of another constraint than the notification's own
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION test_refuse_as_unique() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "BEGIN RAISE EXCEPTION USING ERRCODE = 'unique_violation', "
+            "CONSTRAINT = 'ledger_one_capture_per_trade_no'; END $$"
+        )
+        cursor.execute(
+            f"CREATE TRIGGER test_refuse BEFORE UPDATE ON {Payment._meta.db_table} "
+            "FOR EACH ROW EXECUTE FUNCTION test_refuse_as_unique()"
+        )
+
+    # When the notification comes, its INSERT is not the one refused: the error is
+    # the one logged (a 500 for the provider to retry), not a lookup of a stored
+    # answer that is not there
+    response = notify(body_for(payment))
+
+    assert response.status_code == 500
+    assert "IntegrityError: unique_violation" in caplog.text
+    assert "DoesNotExist" not in caplog.text
+    assert not ProviderNotification.objects.exists()

@@ -1,12 +1,12 @@
 """Reading an order again (``refresh_from_db``) from many threads at once.
 
-django-fsm-2 refreshes a protected state field by switching the field's
-``protected`` flag off and back on around Django's refresh. The field, and so
-the flag, is one object shared by every thread of the process: a thread that
-finished its refresh switched it on in the middle of another's, which then
-failed with "Direct status modification is not allowed" (a 500 from a refund
-under a threaded gunicorn, found by the refund benchmark).
-"""
+django-fsm-2's own refresh (its ``FSMModelMixin``) switches the protected
+status field's ``protected`` flag off and back on around Django's refresh. The
+field, and so the flag, is one object shared by every thread of the process: a
+thread that finishes its refresh switches it on in the middle of another's,
+which then fails with "Direct status modification is not allowed" (a 500 from a
+refund under a threaded gunicorn, found by the refund benchmark).
+``Order.refresh_from_db`` lets go of the instance's own status instead."""
 
 import pytest
 
@@ -42,5 +42,5 @@ def test_a_refreshed_order_still_refuses_a_direct_status_change(order):
 
     with pytest.raises(AttributeError, match="Direct status modification is not allowed"):
         order.status = Order.Status.PAID
-    # and a transition saved later is still conditional on the status it read
+    # and nothing was written
     assert Order.objects.get(pk=order.pk).status == Order.Status.UNPAID

@@ -12,7 +12,7 @@ from tests.processes import child_database_url
 
 
 def production_env(**overrides: str) -> dict[str, str]:
-    """The README's production settings ("Deploying"), with fresh secrets.
+    """The production settings docs/deploying.md lists, with fresh secrets.
 
     A value of "" removes the variable: a setting that is missing, not empty.
     """

@@ -211,7 +211,7 @@ def test_an_accept_is_recorded_when_another_persons_dismiss_closed_the_case_mean
 ):
     case, payment = unresolved_case
     alice, bob = desk_operator(username="alice"), desk_operator(username="bob")
-    settle = payment_jobs.payment_answer_apply
+    settle = payment_jobs.payment_reconcile
 
     def bob_dismisses_meanwhile(**kwargs: Any) -> Any:
         # The order is rolled forward by alice's accept; then, before her close, bob's
@@ -220,7 +220,7 @@ def test_an_accept_is_recorded_when_another_persons_dismiss_closed_the_case_mean
         assert case_act(case_id=case.pk, action="dismiss", note="looks done", user=bob).acted
         return resolution
 
-    monkeypatch.setattr(payment_jobs, "payment_answer_apply", bob_dismisses_meanwhile)
+    monkeypatch.setattr(payment_jobs, "payment_reconcile", bob_dismisses_meanwhile)
 
     result = case_act(case_id=case.pk, action="accept", note="the provider says paid", user=alice)
 
@@ -271,6 +271,8 @@ def test_an_accept_while_the_provider_is_down_says_so_and_records_nothing(
 ):
     case, payment = unresolved_case
     settings.PROVIDER_BASE_URL = gone_provider
+    columns = ("reconcile_attempts", "next_reconcile_at", "updated_at")
+    before = list(Payment.objects.filter(pk=payment.pk).values(*columns))
 
     result = case_act(case_id=case.pk, action="accept", note="try", user=desk_operator())
 
@@ -279,6 +281,8 @@ def test_an_accept_while_the_provider_is_down_says_so_and_records_nothing(
     assert not CaseAction.objects.exists()
     assert Case.objects.get().state == CaseState.OPEN
     assert Payment.objects.get(pk=payment.pk).status == "UNKNOWN"
+    # ... nor on the attempt: a click is not a reconciler's try (no backoff moved)
+    assert list(Payment.objects.filter(pk=payment.pk).values(*columns)) == before
 
 
 def test_the_admins_accept_while_the_provider_is_down_is_a_message_not_a_500(

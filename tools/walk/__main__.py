@@ -3,7 +3,7 @@
 What a curious newcomer does after the first `make demo`, each step the `make`
 command a person types, Ctrl-C being SIGINT to its process group:
 
-1. `make demo`, and README's API tour pasted against it;
+1. `make demo`, and the API tour (docs/api.md) pasted against it;
 2. `make demo PAYMENT_PROVIDER=stripe`, a payment and a refund, `make audit` and
    `make story` beside it;
 3. `make demo` again, then the Stripe demo again: `make audit` and the books
@@ -168,8 +168,8 @@ def answers(url: str) -> bool:
 
 
 def tour(walk: Walk, shop: str) -> None:
-    """README's API tour, pasted block by block into one bash, each claim checked."""
-    text = (ROOT / "README.md").read_text()
+    """The API tour (docs/api.md), pasted block by block into one bash, each claim checked."""
+    text = (ROOT / "docs" / "api.md").read_text()
     section = text[text.index(TOUR) :]
     blocks = BLOCK.findall(section[: section.index("\n## ", len(TOUR))])
     marker = "--- end of block ---"
@@ -198,7 +198,7 @@ def tour(walk: Walk, shop: str) -> None:
                 walk.say(f"      the tour claims {line!r}; it printed {printed[:3]}")
     walk.check(
         done.returncode == 0 and claims > 0 and missing == 0,
-        f"README's API tour: {claims - missing} of {claims} printed lines as claimed",
+        f"the API tour: {claims - missing} of {claims} printed lines as claimed",
     )
 
 

@@ -1,11 +1,11 @@
-"""The README's API tour, run as written against a live shop, and its outputs checked.
+"""The API tour (docs/api.md), run as written against a live shop, and its outputs checked.
 
-Both editions: the Chinese README's tour is the same commands with Chinese prose,
+Both editions: the Chinese page's tour is the same commands with Chinese prose,
 so a reader of either sees the same replays.
 
 Every ```sh block of "A tour of the API" runs, in order, in one bash (as a reader
 pastes them into one shell), with the shop's URL replaced by the live server's.
-Each ```text block that follows is what the README claims those commands print:
+Each ```text block that follows is what the page claims those commands print:
 each of its lines must be printed, ``…`` standing for whatever varies.
 """
 
@@ -20,7 +20,7 @@ import pytest
 from django.core.management import call_command
 
 ROOT = Path(__file__).resolve().parents[1]
-TOURS = {"README.md": "## A tour of the API", "README.zh-CN.md": "## API 快速体验"}
+TOURS = {"docs/api.md": "## A tour of the API", "docs/zh-CN/api.md": "## API 快速体验"}
 DEMO_URL = "http://127.0.0.1:8000"
 BASH = shutil.which("bash") or "/bin/bash"
 BLOCK = re.compile(r"```(sh|text)\n(.*?)```", re.S)
@@ -28,9 +28,9 @@ BLOCK = re.compile(r"```(sh|text)\n(.*?)```", re.S)
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def tour_blocks(readme: str) -> list[tuple[str, str]]:
-    text = (ROOT / readme).read_text()
-    tour = TOURS[readme]
+def tour_blocks(page: str) -> list[tuple[str, str]]:
+    text = (ROOT / page).read_text()
+    tour = TOURS[page]
     section = text[text.index(tour) :]
     section = section[: section.index("\n## ", len(tour))]
     return BLOCK.findall(section)
@@ -55,10 +55,10 @@ def claimed(line: str) -> re.Pattern[str]:
     return re.compile("^" + ".*".join(re.escape(part) for part in line.split("…")) + "$")
 
 
-@pytest.mark.parametrize("readme", sorted(TOURS))
-def test_every_command_of_the_tour_prints_what_the_readme_shows(sandbox, live_server, readme):
+@pytest.mark.parametrize("page", sorted(TOURS))
+def test_every_command_of_the_tour_prints_what_the_page_shows(sandbox, live_server, page):
     call_command("seed_demo", stdout=None)  # alice and the catalogue, as make demo seeds
-    blocks = tour_blocks(readme)
+    blocks = tour_blocks(page)
     assert DEMO_URL in blocks[0][1]
 
     outputs = iter(run_tour(blocks, live_server.url))
@@ -80,7 +80,7 @@ def test_every_command_of_the_tour_prints_what_the_readme_shows(sandbox, live_se
 
 
 def test_both_editions_tour_with_the_same_commands():
-    def commands(readme: str) -> list[str]:
-        return [code for kind, code in tour_blocks(readme) if kind == "sh"]
+    def commands(page: str) -> list[str]:
+        return [code for kind, code in tour_blocks(page) if kind == "sh"]
 
-    assert commands("README.zh-CN.md") == commands("README.md")
+    assert commands("docs/zh-CN/api.md") == commands("docs/api.md")
