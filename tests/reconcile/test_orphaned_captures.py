@@ -151,9 +151,12 @@ def test_a_success_after_the_attempt_was_closed_rolls_forward_when_the_query_con
 def test_the_pay_answer_itself_rolls_forward_an_attempt_failed_meanwhile(
     pay, fault, order, user, wallet, settings
 ):
-    # Given a pay request waiting on a slow provider that will answer SUCCESS
+    # Given a pay request waiting on a slow provider that will answer SUCCESS (its own
+    # notification of the charge dropped: else, delivered first on a busy machine, it
+    # would settle the attempt before the contradicting one below)
     settings.PROVIDER_TIMEOUT_S = 10
     fault("timeout_after_commit", delay_s=ANSWER_DELAY_S)
+    fault("callback_drop")
     answers: dict[str, Any] = {}
     request = threading.Thread(target=lambda: answers.setdefault("pay", pay()))
     request.start()
