@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import models
 from django.test import Client
 
 from callbacks.models import ProviderNotification
@@ -31,7 +32,13 @@ from tests.factories import UserFactory
 from tests.hostile.cases import Case
 from tests.hostile.corpus import CASES
 
-TABLES = [Order, IdempotencyKey, Payment, LedgerEntry, ProviderNotification]
+TABLES: list[type[models.Model]] = [
+    Order,
+    IdempotencyKey,
+    Payment,
+    LedgerEntry,
+    ProviderNotification,
+]
 TABLES += [Charge, Wallet, Fault, Product]
 
 
@@ -81,7 +88,7 @@ def environ_extra(case: Case, body: bytes) -> tuple[dict[str, str], dict[str, An
 
 
 def counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in TABLES}
+    return {model.__name__: model._default_manager.count() for model in TABLES}
 
 
 @pytest.mark.django_db
