@@ -326,6 +326,8 @@ def callback_store_unapplied(
     try:
         with transaction.atomic():
             row.save(force_insert=True)
-    except IntegrityError:
+    except IntegrityError as error:
+        if violated_constraint(error) != NOTIFY_ID_UNIQUE:
+            raise
         return _stored(ProviderNotification.objects.get(provider=provider, notify_id=notify_id))
     return IngestAnswer(200, row.response_body, Outcome.IGNORED, replayed=False)

@@ -55,7 +55,9 @@ class Order(models.Model):
     happens as a conditional UPDATE written out where the order moves, its row
     count checked: ``Order.objects.filter(pk=..., status=<source>).update(status=
     <target>)``. Of two writers moving the same order, the second matches no
-    row and changes nothing. The moves: UNPAID -> PAID in
+    row and changes nothing. The instance a service locked keeps the status it
+    read unless the service reads it again (``order_cancel`` does: it returns
+    the order). The moves: UNPAID -> PAID in
     ``payments.services.payment_settle`` (for many orders at once,
     ``payments.batches.payment_settle_many``), UNPAID -> CANCELLED in
     ``orders.services.order_cancel``, PAID -> REFUNDED in

@@ -334,4 +334,3 @@ def _count_refund(*, order: Order, amount: int) -> None:
     ).update(status=Order.Status.REFUNDED)
     if refunded != 1:
         raise _Conflict(f"order {order.number} is {order.status}, cannot become REFUNDED")
-    order.refresh_from_db(fields=["status"])

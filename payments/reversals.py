@@ -89,4 +89,3 @@ def _uncount_refund(*, order: Order, amount: int) -> None:
     ).update(status=Order.Status.PAID)
     if unrefunded != 1:
         raise ReversalConflict(f"order {order.number} is {order.status}, cannot become PAID again")
-    order.refresh_from_db(fields=["status"])

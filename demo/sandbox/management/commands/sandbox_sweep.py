@@ -20,6 +20,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from demo.sandbox.services.sweeps import SWEEP_AFTER_S, sandbox_sweep_run_once
 
+# A week: a grace longer than that would leave any lost message to the next sweep.
+MAX_AFTER_S = 7 * 24 * 3600
+
 
 class Command(BaseCommand):
     help = "Run the sandbox's sweep of lost messages and overdue scheduled moves once."
@@ -33,8 +36,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not options["after_s"] >= 0:  # NaN too
-            raise CommandError("--after-s must be 0 or more")
+        if not 0 <= options["after_s"] <= MAX_AFTER_S:  # NaN and infinity too
+            raise CommandError(f"--after-s must be from 0 to {MAX_AFTER_S} (seconds)")
         counts = sandbox_sweep_run_once(after_s=options["after_s"])
         self.stdout.write(
             f"sent {counts.notifications_enqueued}, "
