@@ -1,9 +1,10 @@
 """Layers point down (docs/architecture.md), and arrows only from demo/ and tools/ to the product.
 
-The product is ``config``, ``edge``, the apps, ``observability`` and the
-published client: it never imports ``demo/`` or ``tools/``, so a fork deletes
+The product is ``config``, ``edge``, the apps, ``observability``, the fast
+paths and the published client: it never imports ``demo/`` or ``tools/``, so a fork deletes
 both and keeps a working shop (tests/test_product_alone.py proves it). Inside
-the product an app imports its own layer or lower ones. ``demo/`` never imports
+the product an app imports its own layer or lower ones, and the fast paths sit on
+top: they import the core, which never imports them. ``demo/`` never imports
 ``tools/``; the stand-in provider (``demo.sandbox``) is another company and
 builds on the edge alone.
 
@@ -29,9 +30,13 @@ LAYERS = ["edge", "config", "idempotency", "orders", "payments", "callbacks", "r
 # imports the edge and config alone, and the apps hand it their gauges at start-up
 # instead of being imported.
 OBSERVABILITY = "observability"
+# On top of the core: the fast paths (the one-SELECT replay, hand-written SQL, batched
+# settlement). They import the core and the layers below it; no layer imports them,
+# each is plugged in by a setting.
+FASTPATHS = "fastpaths"
 # The published Python client talks to the API over HTTP: it imports nothing of the app.
 CLIENT = "onceshop_client"
-PRODUCT = {*LAYERS, OBSERVABILITY, CLIENT}
+PRODUCT = {*LAYERS, OBSERVABILITY, FASTPATHS, CLIENT}
 # What only the demo runs (its pages, the stand-in provider, the runner, the embedded
 # services), and what measures and teaches (bench, chaos, lab).
 DEMO, SHOP, SANDBOX, TOOLS = "demo", "demo.shop", "demo.sandbox", "tools"
@@ -83,6 +88,10 @@ def allowed(importer: str, imported: str) -> bool:
         return False
     if importer == CLIENT or imported == CLIENT:
         return False
+    if importer == FASTPATHS:
+        return True  # the fast paths sit on top of the whole product
+    if imported == FASTPATHS:
+        return False  # the core and the edge never know them
     if importer == OBSERVABILITY:
         return imported in ("edge", "config")
     if imported == OBSERVABILITY:
@@ -194,3 +203,7 @@ def test_the_reader_sees_every_kind_of_import():
     assert allowed(SANDBOX, OBSERVABILITY)
     assert allowed("payments", OBSERVABILITY)
     assert allowed(OBSERVABILITY, "edge")
+    assert allowed(FASTPATHS, "reconcile")
+    assert not allowed("idempotency", FASTPATHS)
+    assert not allowed("reconcile", FASTPATHS)
+    assert not allowed("config", FASTPATHS)
