@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from edge.ratelimit import Rate, hit
+from edge.throttling import Rate, hit
 from idempotency.errors import (
     IdempotencyKeyInUse,
     IdempotencyKeyMismatch,

@@ -163,7 +163,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "storefront:login"
 LOGIN_REDIRECT_URL = "storefront:home"
 # Database sessions that treat a session cookie no row can hold (a NUL) as unknown.
-SESSION_ENGINE = "edge.sessions"
+SESSION_ENGINE = "edge.auth"
 
 # --- Auth, i18n, static -----------------------------------------------------------
 # Django's four: not like the username or e-mail, 8+ characters, not one of the 20,000
