@@ -109,7 +109,7 @@ class UserRateThrottle(SimpleRateThrottle):
 
     def allow_request(self, request: Request | HttpRequest, view: Any) -> bool:
         """Count the request once, however often it is checked: a replay's fast path
-        (idempotency/replay.py) checks before the view, which may check again."""
+        (fastpaths/replay.py) checks before the view, which may check again."""
         limit, period = self.parse_rate(self.rate)
         if limit is None or period is None:
             return True

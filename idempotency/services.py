@@ -90,13 +90,13 @@ def idempotency_key_reap(
     now = now or timezone.now()
     isolation = isolation or _isolation_factory()
     cutoff = now - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL)
-    table = IdempotencyKey._meta.db_table
     # SKIP LOCKED: a record a request is replaying right now is simply left for the
-    # next batch instead of making the reaper wait.
+    # next batch instead of making the reaper wait. (IdempotencyKey's table.)
     sql = (
-        f"DELETE FROM {table} WHERE id IN ("  # noqa: S608 - the table name is ours
-        f"  SELECT id FROM {table} WHERE recovery_point = %s AND finished_at < %s"
-        f"  AND id <> ALL(%s) ORDER BY finished_at LIMIT %s FOR UPDATE SKIP LOCKED)"
+        "DELETE FROM idempotency_idempotencykey WHERE id IN ("
+        "  SELECT id FROM idempotency_idempotencykey"
+        "  WHERE recovery_point = %s AND finished_at < %s"
+        "  AND id <> ALL(%s) ORDER BY finished_at LIMIT %s FOR UPDATE SKIP LOCKED)"
     )
     left: list[int] = []  # records that failed (or back off) this run: not batched again
     deleted = batches = 0

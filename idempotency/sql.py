@@ -1,21 +1,10 @@
-"""Fast path: the key layer's hot statements in hand-written SQL, agreeing with the ORM.
+"""Fast path: many abandoned records finished in one statement, agreeing with a final phase.
 
-The reference each must agree with: ``record_find`` is
-``IdempotencyKey.objects.filter(user_id=..., key=...).first()``, ``record_insert``
-is ``record.save(force_insert=True)``, and ``records_finish`` is what a flow's
-final phase writes (``idempotency.phases._apply`` and its fenced UPDATE, under the
-lock condition of ``idempotency.core.take_lock``), for many records at once.
-``tests/idempotency/test_sql.py`` runs both on the same cases.
-
-Every request with a new key looks its record up, and every single-phase
-request inserts it; with the ORM, building and compiling each query and the
-model instance cost more CPU than PostgreSQL spends running it (see
-docs/benchmarks.md, "The key layer"). These two functions send the same SQL
-the ORM would, built once at import from the model's own columns, so a new
-field in ``IdempotencyKey`` needs no change here. The third, ``records_finish``,
-is the reconciler's: many abandoned records finished with their answers in one
-statement, which the ORM cannot say. Everything else about the record (the
-fenced UPDATEs, the completer one by one, the reaper) stays in the ORM.
+The reference it must agree with: ``records_finish`` is what a flow's final
+phase writes (``idempotency.phases._apply`` and its fenced UPDATE, under the
+lock condition of ``idempotency.core.take_lock``), for many records at once,
+which the ORM cannot say. ``tests/idempotency/test_sql.py`` runs both on the
+same cases.
 """
 
 from __future__ import annotations
@@ -25,105 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from idempotency.models import IdempotencyKey
 
-_FIELDS = list(IdempotencyKey._meta.concrete_fields)
 _TABLE = IdempotencyKey._meta.db_table
-_COLUMNS = ", ".join(connection.ops.quote_name(field.column) for field in _FIELDS)
-_NAMES = [field.attname for field in _FIELDS]
-# Fields whose database value needs converting back (the JSON headers).
-_CONVERTED = [
-    (index, field) for index, field in enumerate(_FIELDS) if hasattr(field, "from_db_value")
-]
-_INSERTED = [field for field in _FIELDS if field.attname != "id"]
-
-# Identifiers come from the model, values are bound parameters: nothing from a request
-# is ever spliced into the text. The unique (user_id, key) index answers the lookup.
-_SELECT = f'SELECT {_COLUMNS} FROM "{_TABLE}" WHERE "user_id" = %s AND "key" = %s'  # noqa: S608
-_INSERT = 'INSERT INTO "{}" ({}) VALUES ({}) RETURNING "id"'.format(  # noqa: S608
-    _TABLE,
-    ", ".join(connection.ops.quote_name(field.column) for field in _INSERTED),
-    ", ".join(["%s"] * len(_INSERTED)),
-)
-
-
-def record_find(*, user_id: int, key: str) -> IdempotencyKey | None:
-    """The (user, key) record, or None: one indexed SELECT."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SELECT, [user_id, key])
-        row = cursor.fetchone()
-    return None if row is None else _record_of(list(row))
-
-
-def _record_of(values: list[Any]) -> IdempotencyKey:
-    for index, field in _CONVERTED:
-        values[index] = field.from_db_value(values[index], None, connection)
-    return IdempotencyKey.from_db(connection.alias, _NAMES, values)
-
-
-# --- A request's token and its key's record, together (the replay's one round trip) ---
-
-_User = get_user_model()
-_USER_FIELDS = [field.attname for field in _User._meta.concrete_fields]
-_TOKEN_FIELDS = [field.attname for field in Token._meta.concrete_fields]
-
-
-def _columns(alias: str, model: Any) -> str:
-    quote = connection.ops.quote_name
-    return ", ".join(f"{alias}.{quote(field.column)}" for field in model._meta.concrete_fields)
-
-
-# DRF's TokenAuthentication reads the token with its user (select_related); the
-# record is the (user, key) row ``record_find`` reads. A LEFT JOIN on the token's
-# user: one row when the token exists (the record's columns NULL when it has no
-# record under this key), none when it does not. Both lookups are unique indexes.
-_TOKEN_AND_RECORD = (
-    f"SELECT {_columns('t', Token)}, {_columns('u', _User)}, {_columns('k', IdempotencyKey)}"  # noqa: S608
-    f' FROM "{Token._meta.db_table}" t'
-    f' JOIN "{_User._meta.db_table}" u ON u.id = t.user_id'
-    f' LEFT JOIN "{_TABLE}" k ON k.user_id = t.user_id AND k.key = %s'
-    " WHERE t.key = %s"
-)
-
-
-def token_and_record_find(
-    *, token_key: str, key: str
-) -> tuple[Token, IdempotencyKey | None] | None:
-    """The token (its ``user`` loaded) and the user's record under ``key``, in one SELECT.
-
-    None when no token has this key. Agrees with
-    ``Token.objects.select_related("user").get(key=token_key)`` followed by
-    ``record_find(user_id=token.user_id, key=key)``.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(_TOKEN_AND_RECORD, [key, token_key])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    token_end = len(_TOKEN_FIELDS)
-    user_end = token_end + len(_USER_FIELDS)
-    token = Token.from_db(connection.alias, _TOKEN_FIELDS, list(row[:token_end]))
-    token.user = _User.from_db(connection.alias, _USER_FIELDS, list(row[token_end:user_end]))
-    record_values = list(row[user_end:])
-    record = None if record_values[0] is None else _record_of(record_values)
-    return token, record
-
-
-def record_insert(record: IdempotencyKey) -> None:
-    """INSERT an unsaved record with every field as it stands; raises IntegrityError
-    when its (user, key) exists, exactly as ``save(force_insert=True)`` would."""
-    params = [
-        field.get_db_prep_save(getattr(record, field.attname), connection) for field in _INSERTED
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT, params)
-        (record.pk,) = cursor.fetchone()
-    record._state.adding = False
-    record._state.db = connection.alias
 
 
 # The completer's lock condition (``core.take_lock``: free, or older than the lock

@@ -25,7 +25,7 @@ from tests.test_layers import PRODUCT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FILES_PER_PAY = 30
+FILES_PER_PAY = 32
 COUNTED = {package for package in PRODUCT if package != "config"}
 
 

@@ -1,4 +1,4 @@
-"""Replays answered by the fast path (``idempotency/replay.py``), before the view.
+"""Replays answered by the fast path (``fastpaths/replay.py``), before the view.
 
 Every replay row of the behaviour matrix, counted: a token request's replay
 costs one statement to PostgreSQL and one round trip to Redis (the throttle),
@@ -26,9 +26,10 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from edge.throttling import UserRateThrottle
+from fastpaths.records import token_and_record_find
+from idempotency import records
 from idempotency.core import fingerprint
 from idempotency.models import IdempotencyKey
-from idempotency.sql import record_find, token_and_record_find
 from orders.models import Order
 from tests.conftest import client_for, new_key
 from tests.factories import DEFAULT_PASSWORD
@@ -37,7 +38,7 @@ from tests.processes import session_ended_before
 pytestmark = pytest.mark.django_db
 
 ORDERS = "/api/v1/orders/"
-FAST_PATH = "idempotency.replay.ReplayMiddleware"
+FAST_PATH = "fastpaths.replay.ReplayMiddleware"
 # A live lock goes on to the core: the fast path's read (reused by the core), the
 # core's lock UPDATE that finds it held, and its re-read of the record.
 STATEMENTS_OF_A_LIVE_LOCK = 3
@@ -346,7 +347,7 @@ def test_the_joined_lookup_finds_what_the_two_lookups_find(create_order, user, o
             reference.user.pk,
             reference.user.is_active,
         )
-        alone = record_find(user_id=reference.user_id, key=record_key)
+        alone = records.find(user_id=reference.user_id, key=record_key)
         assert (record is None) == (alone is None)
         if record is not None and alone is not None:
             assert record.pk == alone.pk

@@ -1,4 +1,4 @@
-"""Fast path: a token request's replay answered before DRF's view machinery.
+"""Agrees with ``IdempotentApi`` and ``idempotency.core.execute``: a replay, before the view.
 
 Why this exists: a replay is what a retry storm sends after an outage, so it is
 the answer the key layer gives most often when it matters most. Through DRF's
@@ -8,13 +8,15 @@ built for the general case, before sending one stored row. The packages that
 answer faster do it from a middleware before authentication, which is how they
 serve one user's answer to another. This middleware answers from the same
 place, but finds the record only through the caller's own token: the token, its
-user and the (user, key) record are one SELECT (``sql.token_and_record_find``),
-and the throttle is its one Redis round trip (a replay is still a request).
+user and the (user, key) record are one SELECT
+(``fastpaths.records.token_and_record_find``), and the throttle is its one Redis
+round trip (a replay is still a request). The shipped settings put it last in
+MIDDLEWARE.
 
 The reference it must agree with is the normal path: ``IdempotentApi.initial``
 (authentication, permissions, throttles, method, path, key header), then the
 view's handler and ``core.execute``, which replays a finished record with the
-same fingerprint. ``tests/idempotency/test_replay.py`` sends the behaviour
+same fingerprint. ``tests/fastpaths/test_replay.py`` sends the behaviour
 matrix's rows through both and compares the answers byte for byte.
 
 It answers only a finished record with this request's fingerprint, and only
@@ -27,8 +29,11 @@ reads that count, ``edge.throttling``), an unknown token or inactive user, a
 database error on the read (the view's own read meets it and answers it), a
 record unfinished (409 or a takeover) or with another fingerprint (the body is
 validated first, then 422). What it read goes on with it: the token
-authenticates without a second SELECT and the core's first look reuses the
-record (``idempotency/drf.py``), so a new key costs no statement more.
+authenticates without a second SELECT (``fastpaths/auth.py``) and the record
+store's first look takes the record (``fastpaths/records.py``), so a new key
+costs no statement more. It answers nothing with the key layer switched off
+(``IDEMPOTENCY_ENABLED`` false), nor for a token authentication other than
+``fastpaths.auth.ReadTokenAuthentication``.
 
 It is the last middleware: every other one has run on the way in and runs on the
 way out, for a replay as for a first answer, and DRF's own ``finalize_response``
@@ -52,18 +57,13 @@ from edge.bounds import fits_column
 from edge.errors import ApplicationError
 from edge.strictjson import StrictJSONParser, loads
 from edge.throttling import UserRateThrottle
+from fastpaths import records
+from fastpaths.auth import ReadTokenAuthentication, TokenRead, remember
+from fastpaths.records import token_and_record_find
 from idempotency.core import Outcome, fingerprint
-from idempotency.drf import (
-    FAST_PATH_READ,
-    IdempotentApi,
-    ReadTokenAuthentication,
-    TokenRead,
-    route_of,
-    stored_response,
-)
+from idempotency.drf import IdempotentApi, route_of, stored_response
 from idempotency.header import HEADER, parse_idempotency_key
 from idempotency.models import IdempotencyKey
-from idempotency.sql import token_and_record_find
 from observability import context, tracking
 
 # What DRF's negotiation would answer with JSON for, and never with 406.
@@ -77,7 +77,10 @@ class ReplayMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return self.get_response(request)
+        try:
+            return self.get_response(request)
+        finally:
+            records.forget()  # a read the view never looked at stays with its request
 
     def process_view(
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
@@ -92,7 +95,10 @@ class ReplayMiddleware:
         read = _token_read(request, view)
         if read is None:
             return None
-        setattr(request, FAST_PATH_READ, read)  # for the view, should it go on there
+        # For the view, should it go on there: its authentication and its first look.
+        remember(request, read)
+        if read.token is not None:
+            records.hand_over(user_id=read.token.user_id, key=read.key, record=read.record)
         if read.token is None or read.record is None or not read.record.is_finished:
             return None
         return _replayed(request, view, read)
