@@ -61,8 +61,13 @@ from fastpaths import records
 from fastpaths.auth import ReadTokenAuthentication, TokenRead, remember
 from fastpaths.records import token_and_record_find
 from idempotency.core import Outcome, fingerprint
-from idempotency.drf import IdempotentApi, route_of, stored_response
-from idempotency.header import HEADER, parse_idempotency_key
+from idempotency.drf import (
+    HEADER,
+    IdempotentApi,
+    parse_idempotency_key,
+    route_of,
+    stored_response,
+)
 from idempotency.models import IdempotencyKey
 from observability import context, tracking
 

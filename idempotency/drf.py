@@ -18,6 +18,7 @@ every request; without it, ``idempotency.core.execute``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +36,7 @@ from edge.bounds import fits_column
 from edge.errors import PROBLEM_CONTENT_TYPE
 from edge.openapi import ProblemSerializer
 from idempotency.core import KeyRequest, Outcome
-from idempotency.header import HEADER, HEADER_PATTERN, parse_idempotency_key
+from idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from idempotency.models import IdempotencyKey
 from observability import context, tracking
 
@@ -43,6 +44,33 @@ JSON_CONTENT_TYPE = "application/json"
 REPLAYED_HEADER = "Idempotent-Replayed"
 # What runs a keyed request (``IDEMPOTENCY_RUNNER`` names another): the core.
 DEFAULT_RUNNER = "idempotency.core.execute"
+
+
+# --- The Idempotency-Key header: a bare token or an RFC 8941 sf-string ---------------
+
+HEADER = "Idempotency-Key"
+
+# 1-255 characters that need no escaping anywhere: URLs, logs, sf-strings.
+_KEY_CHARS = r"[A-Za-z0-9\-_.:~]{1,255}"
+_KEY_PATTERN = re.compile(_KEY_CHARS)
+# The header as the schema states it: the key bare, or quoted as an sf-string.
+HEADER_PATTERN = rf'^(?:{_KEY_CHARS}|"{_KEY_CHARS}")$'
+
+
+def parse_idempotency_key(raw: str | None) -> str:
+    """The key from the header value: a bare token or an RFC 8941 sf-string."""
+    if raw is None:
+        raise IdempotencyKeyMissing()
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        # sf-string. Our character set has neither '"' nor '\\', so no unescaping.
+        value = value[1:-1]
+    if not _KEY_PATTERN.fullmatch(value):
+        raise IdempotencyKeyInvalid()
+    return value
+
+
+# --- The view -------------------------------------------------------------------------
 
 
 class IdempotentApi(APIView):
