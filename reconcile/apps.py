@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class ReconcileConfig(AppConfig):
-    """Background work that leaves nothing uncertain, and the audit that proves it."""
+    """Background work that leaves nothing uncertain (its audit: operations/audit/)."""
 
     name = "reconcile"
     verbose_name = "Reconciliation"

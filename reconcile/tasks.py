@@ -10,7 +10,6 @@ from typing import Any
 
 from celery import shared_task
 
-from reconcile.audit.run import audit_run
 from reconcile.passes import (
     COMPLETE_REQUESTS,
     EXPIRE_ORDERS,
@@ -58,12 +57,6 @@ def fulfil_paid_orders() -> dict[str, Any] | None:
 @shared_task
 def open_cases() -> dict[str, Any] | None:
     return job_run(OPEN_CASES)
-
-
-@shared_task
-def audit_books() -> int:
-    """Run the audit; its findings and time land in the heartbeats (the alert's gauge)."""
-    return len(audit_run().findings)
 
 
 @shared_task

@@ -140,5 +140,5 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "fulfil-paid-orders": every(300.0, "reconcile.tasks.fulfil_paid_orders"),
     # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of
     # the provider's wallet reads low, and a drift is still seen within the hour.
-    "audit-books": every(900.0, "reconcile.tasks.audit_books"),
+    "audit-books": every(900.0, "operations.audit.tasks.audit_books"),
 }

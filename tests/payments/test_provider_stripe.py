@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.flows import PayPoint
 from payments.models import LedgerEntry, Payment, PaymentStatus, Refund
@@ -33,7 +34,6 @@ from payments.providers import (
 from payments.providers.stripe import StripeProvider
 from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
-from reconcile.audit.run import audit_run
 from reconcile.models import StatementImport
 from reconcile.passes import pass_run_once
 from reconcile.statements.importing import statement_reconcile

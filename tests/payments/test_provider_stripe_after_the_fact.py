@@ -24,11 +24,11 @@ from django.db import connection
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.audit.checks import statements as statement_checks
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.models import Dispute, LedgerEntry, Payment, Refund
 from payments.providers import ChargeStatus, StatementKind, get_provider, stripe_statement
-from reconcile.audit.checks import statements as statement_checks
-from reconcile.audit.run import audit_run
 from reconcile.desk.models import Case, CaseKind
 from reconcile.models import (
     LineKind,

@@ -10,12 +10,12 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.audit.checks import statements as statement_checks
+from operations.audit.findings import Finding
+from operations.audit.run import audit_run
 from payments.models import Payment
 from payments.providers import get_provider
 from payments.services import provider_idempotency_key
-from reconcile.audit.checks import statements as statement_checks
-from reconcile.audit.findings import Finding
-from reconcile.audit.run import audit_run
 
 STATEMENT_INVARIANTS = {
     statement_checks.DISCREPANCY_RESOLVED,

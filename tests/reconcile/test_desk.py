@@ -24,9 +24,9 @@ from django.test import Client
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.audit.checks import captures as capture_checks
+from operations.audit.run import audit_run
 from payments.models import LedgerEntry, Payment, Refund
-from reconcile.audit.checks import captures as capture_checks
-from reconcile.audit.run import audit_run
 from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import cases_run_once, notification_case_open

@@ -17,9 +17,9 @@ from django.test import Client
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.models import Payment
-from reconcile.audit.run import audit_run
 from reconcile.desk.actions import CaseActionForbidden, case_act
 from reconcile.desk.models import Case, CaseAction, CaseApproval, CaseKind, CaseState
 from reconcile.desk.services import cases_run_once, notification_case_open

@@ -18,11 +18,11 @@ from django.db.models import Sum
 from callbacks.models import ProviderNotification
 from demo.sandbox.models import Charge as ProviderCharge
 from observability.metrics.gauges import gauge_values
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
 from payments.providers import get_provider
 from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
-from reconcile.audit.run import audit_run
 from reconcile.passes import (
     RECONCILE_NOTIFICATIONS,
     RECONCILE_REFUNDS,

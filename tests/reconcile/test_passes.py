@@ -109,7 +109,7 @@ def test_beat_schedules_every_periodic_job(settings):
         "idempotency.tasks.reap_idempotency_keys",
         "reconcile.tasks.fulfil_paid_orders",
         "callbacks.tasks.strip_unmatched_notification_bodies",
-        "reconcile.tasks.audit_books",  # feeds the audit-findings gauge and alert
+        "operations.audit.tasks.audit_books",  # feeds the audit-findings gauge and alert
         "reconcile.tasks.reconcile_statement",
         "reconcile.tasks.reconcile_statement_leftovers",
         "demo.sandbox.tasks.sweep_lost_messages",  # the demo's provider (DEMO_MODE)

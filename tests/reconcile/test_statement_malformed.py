@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core.management import CommandError, call_command
 
-from reconcile.audit.checks import statements as statement_checks
+from operations.audit.checks import statements as statement_checks
 from reconcile.models import StatementImport, StatementLine
 from reconcile.statements.importing import StatementFailed, statement_reconcile
 from tests.reconcile.statement_helpers import statement_findings

@@ -20,10 +20,10 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from demo.sandbox.models import Charge
 from demo.sandbox.models import Refund as SandboxRefund
+from operations.audit.checks import statements as statement_checks
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
 from payments.services import payment_create, payment_mark_unknown
-from reconcile.audit.checks import statements as statement_checks
 from reconcile.models import (
     DiscrepancyKind,
     LineOutcome,

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from reconcile.audit.run import AuditReport, audit_run
+from operations.audit.run import AuditReport, audit_run
 
 
 def summary_table(report: AuditReport) -> list[str]:

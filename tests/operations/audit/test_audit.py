@@ -26,12 +26,12 @@ from demo import wallet_audit as wallets
 from demo.sandbox.models import Charge, Wallet
 from edge.money import money
 from idempotency.models import IdempotencyKey
+from operations.audit.checks import captures, inventory, records
+from operations.audit.run import AuditReport, Finding, SummaryRow, audit_run
 from orders.models import Order, Product, Shipment
 from orders.services import LineRequest, order_create
 from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
-from reconcile.audit.checks import captures, inventory, records
-from reconcile.audit.run import AuditReport, Finding, SummaryRow, audit_run
 from tests.conftest import new_key
 from tests.factories import UserFactory
 

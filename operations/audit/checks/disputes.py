@@ -12,10 +12,10 @@ from __future__ import annotations
 from django.db.models import OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from operations.audit.checks import AuditContext, Checked
+from operations.audit.findings import Finding
 from payments.models import Dispute, LedgerEntry
 from payments.providers import ProviderOutcomeUnknown
-from reconcile.audit.checks import AuditContext, Checked
-from reconcile.audit.findings import Finding
 
 DISPUTE_AGREES = "dispute-agrees-with-the-provider"
 

@@ -17,7 +17,7 @@ for it (the open-cases alert speaks for it, by age).
 It only reads, and may run at any time: unsettled payments and unfinished
 records count as problems only once they are older than the reconciler and
 the lock timeout allow, so a quiescent shop audits clean while requests are
-in flight. The checks live in ``reconcile/audit/checks/``; the provider's side is
+in flight. The checks live in ``checks/``; the provider's side is
 read through its API, as any third party's would be.
 """
 
@@ -31,8 +31,7 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop as _
 
 from observability import heartbeats
-from payments.providers import PaymentProvider, get_provider
-from reconcile.audit.checks import (
+from operations.audit.checks import (
     AuditContext,
     Checked,
     amounts,
@@ -43,7 +42,8 @@ from reconcile.audit.checks import (
     refunds,
     statements,
 )
-from reconcile.audit.findings import AuditReport, Finding, SummaryRow
+from operations.audit.findings import AuditReport, Finding, SummaryRow
+from payments.providers import PaymentProvider, get_provider
 from reconcile.desk.selectors import subjects_held
 
 __all__ = ["AuditReport", "Finding", "SummaryRow", "audit_checks", "audit_run"]

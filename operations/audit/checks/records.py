@@ -16,11 +16,11 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from operations.audit.checks import AuditContext, Checked
+from operations.audit.findings import Finding
 from orders.models import Order
 from payments.models import Payment, Refund
 from payments.selectors import payments_awaiting_customer
-from reconcile.audit.checks import AuditContext, Checked
-from reconcile.audit.findings import Finding
 
 RECORD_POINTS_AT_OBJECT = "record-points-at-the-object-it-made"
 KEY_MADE_ONE_ORDER = "key-made-one-order"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from django.db.models import Case, F, OuterRef, When
 
+from operations.audit.checks import AuditContext, Checked, sum_of
+from operations.audit.findings import Finding
 from orders.models import InventoryMovement, Order, OrderLine, Product
-from reconcile.audit.checks import AuditContext, Checked, sum_of
-from reconcile.audit.findings import Finding
 
 STOCK_EQUALS_MOVEMENTS = "stock-equals-sum-of-movements"
 STOCK_NON_NEGATIVE = "stock-never-negative"

@@ -13,11 +13,11 @@ from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 
 from edge.money import money
+from operations.audit.checks import AuditContext, Checked
+from operations.audit.findings import Finding
 from orders.models import Order, Shipment
 from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus
 from payments.selectors import payments_awaiting_customer
-from reconcile.audit.checks import AuditContext, Checked
-from reconcile.audit.findings import Finding
 
 PAID_ORDER_ONE_PAYMENT = "paid-order-has-one-succeeded-payment"
 PAID_ORDER_ONE_CAPTURE = "paid-order-has-one-capture-of-its-amount"

@@ -14,12 +14,12 @@ from django.utils import timezone
 
 from demo import wallet_audit as wallets
 from demo.sandbox.models import Charge
+from operations.audit.checks import amounts, captures
+from operations.audit.run import AuditReport, audit_run
 from orders.models import Order
 from orders.services import LineRequest, order_create
 from payments.models import Payment
 from payments.services import payment_create
-from reconcile.audit.checks import amounts, captures
-from reconcile.audit.run import AuditReport, audit_run
 from tests.conftest import new_key
 from tests.factories import ProductFactory
 from tests.reconcile.conftest import charge_at_provider

@@ -1,6 +1,6 @@
-"""What the audit reports: findings and a summary (the interface ``reconcile.audit.run`` exposes).
+"""What the audit reports: findings and a summary (the interface ``operations.audit.run`` exposes).
 
-Kept apart from ``audit.py`` only so the check modules (``reconcile/audit/checks/``)
+Kept apart from ``run.py`` only so the check modules (``operations/audit/checks/``)
 can build findings without importing the runner that imports them.
 """
 

@@ -21,6 +21,8 @@ from django.db.models.functions import Coalesce
 
 from callbacks.models import UNRESOLVED_OUTCOMES, ProviderNotification
 from edge.money import money
+from operations.audit.checks import AuditContext, Checked
+from operations.audit.findings import Finding
 from orders.models import Order
 from payments.models import (
     REFUND_KINDS,
@@ -31,8 +33,6 @@ from payments.models import (
     PaymentStatus,
     Refund,
 )
-from reconcile.audit.checks import AuditContext, Checked
-from reconcile.audit.findings import Finding
 
 REFUNDS_WITHIN_CAPTURE = "order-refunds-within-its-capture"
 REFUNDED_ORDER_REFUNDED_IN_FULL = "refunded-order-refunded-in-full"

@@ -13,10 +13,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.audit.checks import refunds
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
-from reconcile.audit.checks import refunds
-from reconcile.audit.run import audit_run
 from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 

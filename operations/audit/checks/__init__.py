@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db.models import Expression, F, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from operations.audit.findings import Finding
 from payments.providers import PaymentProvider
-from reconcile.audit.findings import Finding
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db.models import Q
 
 from edge.money import money
+from operations.audit.checks import AuditContext, Checked
+from operations.audit.findings import Finding
 from payments.models import RefundAttemptStatus
-from reconcile.audit.checks import AuditContext, Checked
-from reconcile.audit.findings import Finding
 from reconcile.models import (
     LineOutcome,
     StatementDiscrepancy,

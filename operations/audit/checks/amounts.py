@@ -11,9 +11,9 @@ from __future__ import annotations
 from django.db.models import BigIntegerField, ExpressionWrapper, F, OuterRef
 
 from edge.money import money
+from operations.audit.checks import AuditContext, Checked, sum_of
+from operations.audit.findings import Finding
 from orders.models import Order, OrderLine
-from reconcile.audit.checks import AuditContext, Checked, sum_of
-from reconcile.audit.findings import Finding
 
 ORDER_AMOUNT_MATCHES_LINES = "order-amount-equals-sum-of-lines"
 
