@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from operations.audit.run import audit_run
-from reconcile.passes import pass_run_once
+from operations.statements.passes import pass_run_once
 from tests.conftest import new_key
 from tests.observability.conftest import Samples
 

@@ -27,7 +27,7 @@ from reconcile.models import StrayCapture
 from reconcile.recovery import fulfilment, strays
 from reconcile.recovery import unsettled_payments as payment_jobs
 from tests.factories import desk_operator
-from tests.reconcile.statement_helpers import stray_charge
+from tests.operations.statements.helpers import stray_charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

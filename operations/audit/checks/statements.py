@@ -17,14 +17,14 @@ from django.db.models import Q
 from edge.money import money
 from operations.audit.checks import AuditContext, Checked
 from operations.audit.findings import Finding
-from payments.models import RefundAttemptStatus
-from reconcile.models import (
+from operations.statements.models import (
     LineOutcome,
     StatementDiscrepancy,
     StatementImport,
     StatementLine,
-    StrayCapture,
 )
+from payments.models import RefundAttemptStatus
+from reconcile.models import StrayCapture
 
 DISCREPANCY_RESOLVED = "statement-discrepancy-resolved"
 STATEMENT_IMPORTED = "statement-imported"

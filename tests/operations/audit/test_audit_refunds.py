@@ -15,9 +15,9 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from operations.audit.checks import refunds
 from operations.audit.run import audit_run
+from operations.statements.passes import pass_run_once
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
-from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 
 pytestmark = pytest.mark.django_db(transaction=True)

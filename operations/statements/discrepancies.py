@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from reconcile.models import StatementDiscrepancy
+from operations.statements.models import StatementDiscrepancy
 
 
 class ResolutionNoteMissing(ValueError):

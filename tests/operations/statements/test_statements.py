@@ -21,26 +21,26 @@ from callbacks.models import ProviderNotification
 from demo.sandbox.models import Charge
 from demo.sandbox.models import Refund as SandboxRefund
 from operations.audit.checks import statements as statement_checks
-from orders.models import Order
-from payments.models import LedgerEntry, Payment, Refund
-from payments.services import payment_create, payment_mark_unknown
-from reconcile.models import (
+from operations.statements.discrepancies import discrepancy_resolve
+from operations.statements.importing import statement_reconcile
+from operations.statements.jobs import leftovers_run_once
+from operations.statements.models import (
     DiscrepancyKind,
     LineOutcome,
     StatementDiscrepancy,
     StatementImport,
     StatementLine,
-    StrayCapture,
 )
+from operations.statements.report import OUR_SIDE, PROVIDER_SIDE, statement_report
+from orders.models import Order
+from payments.models import LedgerEntry, Payment, Refund
+from payments.services import payment_create, payment_mark_unknown
+from reconcile.models import StrayCapture
 from reconcile.recovery import unsettled_refunds as refund_reconciler
-from reconcile.statements.discrepancies import discrepancy_resolve
-from reconcile.statements.importing import statement_reconcile
-from reconcile.statements.jobs import leftovers_run_once
-from reconcile.statements.report import OUR_SIDE, PROVIDER_SIDE, statement_report
 from tests.callbacks.test_api import notify
 from tests.conftest import new_key
 from tests.factories import UserFactory
-from tests.reconcile.statement_helpers import (
+from tests.operations.statements.helpers import (
     charge_at_provider,
     statement_findings,
     stray_charge,
@@ -330,7 +330,7 @@ def test_staff_resolve_a_discrepancy_in_the_admin_with_a_note_never_a_delete(
     found = StatementDiscrepancy.objects.get()
     admin = Client()
     admin.force_login(UserFactory.create(is_staff=True, is_superuser=True))
-    url = f"/admin/reconcile/statementdiscrepancy/{found.pk}/change/"
+    url = f"/admin/statements/statementdiscrepancy/{found.pk}/change/"
 
     # A resolution needs a note
     assert admin.post(url, {"resolution": ""}).status_code == 200
@@ -342,7 +342,7 @@ def test_staff_resolve_a_discrepancy_in_the_admin_with_a_note_never_a_delete(
     assert resolved.resolved_at is not None
     assert resolved.resolved_by is not None
     assert (
-        admin.post(f"/admin/reconcile/statementdiscrepancy/{found.pk}/delete/").status_code == 403
+        admin.post(f"/admin/statements/statementdiscrepancy/{found.pk}/delete/").status_code == 403
     )
     assert StatementDiscrepancy.objects.count() == 1
     assert statement_findings() == []

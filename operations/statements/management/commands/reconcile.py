@@ -1,5 +1,9 @@
 """``manage.py reconcile --once``: one pass of the periodic jobs, with their counts.
 
+The pass is the core's (reconcile/passes.py) with the statement's leftovers in it
+(operations/statements/passes.py), so the command lives here, in the room that
+sees both: the core never imports the operations.
+
 Beside a running shop, Celery beat runs the same jobs every 30 s to 5 min, so a
 pass by hand usually finds that beat already did what was due: each job that
 had nothing left says so, with when beat last ran it (the jobs' heartbeats),
@@ -15,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from edge.redis import REDIS_DOWN
 from observability import heartbeats
-from reconcile.passes import pass_run_once
+from operations.statements.passes import pass_run_once
 
 
 def _figure(value: object) -> str:

@@ -24,6 +24,9 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.statements.importing import StatementFailed, statement_reconcile
+from operations.statements.models import LineOutcome, StatementImport, StatementLine
+from operations.statements.settling import StatementCounts, statement_match
 from payments.models import Payment, RefundAttemptStatus
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from reconcile.desk.isolation import (
@@ -35,7 +38,7 @@ from reconcile.desk.isolation import (
 )
 from reconcile.desk.selectors import notifications_held
 from reconcile.desk.services import notification_case_open
-from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
+from reconcile.models import StrayCapture
 from reconcile.recovery.disputes import disputes_refresh
 from reconcile.recovery.stray_retries import (
     stray_backoff_over,
@@ -44,8 +47,6 @@ from reconcile.recovery.stray_retries import (
     strays_unrefunded,
 )
 from reconcile.recovery.strays import stray_capture_take, stray_notifications_resolve, stray_refund
-from reconcile.statements.importing import StatementFailed, statement_reconcile
-from reconcile.statements.settling import StatementCounts, statement_match
 
 # Unmatched notifications asked about per pass: each is one provider call, and a
 # flood of forged-looking ones (signed, so from the provider) must not stall a pass.

@@ -15,15 +15,15 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils.translation import gettext_noop
 
 from edge.money import major_units
-from payments.models import CAPTURE_KINDS, LedgerEntry
-from payments.providers import get_provider
-from reconcile.models import (
+from operations.statements.models import (
     LineKind,
     LineOutcome,
     StatementDiscrepancy,
     StatementImport,
     StatementLine,
 )
+from payments.models import CAPTURE_KINDS, LedgerEntry
+from payments.providers import get_provider
 
 # Marked for the books page, which shows them translated; the command prints them as is.
 PROVIDER_SIDE, OUR_SIDE = gettext_noop("provider"), gettext_noop("ledger")

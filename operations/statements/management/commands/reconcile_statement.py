@@ -14,9 +14,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reconcile.statements.importing import StatementFailed, statement_reconcile
-from reconcile.statements.jobs import yesterday
-from reconcile.statements.report import report_lines, statement_report
+from operations.statements.importing import StatementFailed, statement_reconcile
+from operations.statements.jobs import yesterday
+from operations.statements.report import report_lines, statement_report
 
 
 def _day(raw: str) -> date:

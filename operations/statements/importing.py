@@ -49,6 +49,8 @@ from django.db import connection, transaction
 from django.db.models import F, Func
 from django.utils import timezone
 
+from operations.statements.models import LineOutcome, StatementImport, StatementLine
+from operations.statements.settling import BATCH_SIZE, StatementCounts, statement_match
 from payments.providers import (
     PaymentProvider,
     ProviderOutcomeUnknown,
@@ -56,12 +58,6 @@ from payments.providers import (
     StatementMalformed,
     get_provider,
 )
-from reconcile.models import (
-    LineOutcome,
-    StatementImport,
-    StatementLine,
-)
-from reconcile.statements.settling import BATCH_SIZE, StatementCounts, statement_match
 
 logger = logging.getLogger(__name__)
 

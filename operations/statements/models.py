@@ -11,7 +11,9 @@ Three tables, each with the constraint that makes its "once" true:
   later statement or by staff with a note, never deleted.
 
 (``StrayCapture``, what the statement found that is not ours, is recovery's:
-reconcile/recovery/models.py.)
+reconcile/recovery/models.py.) The tables keep the names they were created
+under, in the reconcile app (``db_table``), which the hand-written SQL of
+matching.py, settling.py and importing.py names.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-SANDBOX = "sandbox"
+from reconcile.recovery.models import SANDBOX
 
 
 class StatementImport(models.Model):
@@ -30,7 +32,7 @@ class StatementImport(models.Model):
     day = models.DateField()
     created_at = models.DateTimeField(auto_now_add=True)
     # The start of the latest download that read the whole statement: everything the
-    # provider had settled by then is in our lines (see reconcile/statements/importing.py).
+    # provider had settled by then is in our lines (see operations/statements/importing.py).
     covered_until = models.DateTimeField(null=True, blank=True)
     downloads = models.PositiveIntegerField(default=0)  # complete downloads
     lines = models.PositiveIntegerField(default=0)  # lines held after the latest one
@@ -40,6 +42,7 @@ class StatementImport(models.Model):
     error = models.TextField(blank=True, default="")
 
     class Meta:
+        db_table = "reconcile_statementimport"
         ordering = ["-day", "provider"]
         constraints = [
             models.UniqueConstraint(
@@ -95,12 +98,13 @@ class StatementLine(models.Model):
         "payments.LedgerEntry", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     stray = models.ForeignKey(
-        "StrayCapture", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "reconcile.StrayCapture", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     note = models.TextField(blank=True, default="")  # what matching did about it
     matched_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "reconcile_statementline"
         ordering = ["statement", "id"]
         constraints = [
             # Each line once, however many imports or reruns read it.
@@ -165,6 +169,7 @@ class StatementDiscrepancy(models.Model):
     resolution = models.TextField(blank=True, default="")
 
     class Meta:
+        db_table = "reconcile_statementdiscrepancy"
         verbose_name_plural = "statement discrepancies"
         ordering = ["-opened_at", "-id"]
         constraints = [

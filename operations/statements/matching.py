@@ -35,9 +35,9 @@ from typing import Any
 
 from django.db import DatabaseError, connection, transaction
 
+from operations.statements.models import DiscrepancyKind, LineKind, LineOutcome, StatementLine
 from payments.models import CAPTURE_KINDS, REFUND_KINDS, REVERSAL_KINDS, LedgerKind
 from reconcile.desk.isolation import ItemGuard
-from reconcile.models import DiscrepancyKind, LineKind, LineOutcome, StatementLine
 
 logger = logging.getLogger(__name__)
 

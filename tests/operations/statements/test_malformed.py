@@ -16,9 +16,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from operations.audit.checks import statements as statement_checks
-from reconcile.models import StatementImport, StatementLine
-from reconcile.statements.importing import StatementFailed, statement_reconcile
-from tests.reconcile.statement_helpers import statement_findings
+from operations.statements.importing import StatementFailed, statement_reconcile
+from operations.statements.models import StatementImport, StatementLine
+from tests.operations.statements.helpers import statement_findings
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,7 @@
 """Settling a statement's lines: matched batch by batch, then what has no ledger
 entry asked about, and what the ledger holds that no statement lists.
 
-Steps 3 to 5 of ``statement_reconcile`` (reconcile/statements/importing.py, whose
+Steps 3 to 5 of ``statement_reconcile`` (operations/statements/importing.py, whose
 docstring tells the whole run); ``statement_match`` runs them again for a day
 already downloaded (the leftovers job).
 """
@@ -18,6 +18,15 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from operations.statements.matching import match_range_isolated, pending_ranges
+from operations.statements.models import (
+    DiscrepancyKind,
+    LineKind,
+    LineOutcome,
+    StatementDiscrepancy,
+    StatementImport,
+    StatementLine,
+)
 from payments.disputes import DisputeOutcome, dispute_apply
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
@@ -33,14 +42,6 @@ from payments.providers import (
 )
 from payments.refunds import refund_settle
 from reconcile.desk.isolation import STATEMENT_LINES, ItemGuard
-from reconcile.models import (
-    DiscrepancyKind,
-    LineKind,
-    LineOutcome,
-    StatementDiscrepancy,
-    StatementImport,
-    StatementLine,
-)
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.recovery.strays import (
     capture_is_an_attempts_own,
@@ -50,7 +51,6 @@ from reconcile.recovery.strays import (
 )
 from reconcile.recovery.unsettled_payments import payment_apply_truth
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE
-from reconcile.statements.matching import match_range_isolated, pending_ranges
 
 logger = logging.getLogger(__name__)
 
