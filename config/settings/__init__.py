@@ -71,6 +71,9 @@ INSTALLED_APPS = [
     "payments",
     "reconcile",
     "callbacks",
+    # Operations, beside the core (operations/): they import it, it never imports them.
+    "operations.audit",
+    "operations.statements",
 ]
 # The apps a plugin adds (see "Plugins" at the end): the demo's pages and its
 # stand-in provider, in the demo profile. Empty in production and in a fork that

@@ -128,17 +128,19 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Yesterday's statement, once its day is over at the provider: 00:30 UTC leaves
     # the provider half an hour to settle the day's last charges into it.
     "reconcile-statement": {
-        "task": "reconcile.tasks.reconcile_statement",
+        "task": "operations.statements.tasks.reconcile_statement",
         "schedule": crontab(hour=0, minute=30),
         "options": {"expires": 3600.0},
     },
     # What a statement left for later (lines in flight, stray refunds): with the refunds.
-    "reconcile-statement-leftovers": every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
+    "reconcile-statement-leftovers": every(
+        60.0, "operations.statements.tasks.reconcile_statement_leftovers"
+    ),
     # The desk's cases that time opens (CASE_AFTER_S is a day: a minute is exact enough).
     "open-cases": every(60.0, "reconcile.tasks.open_cases"),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": every(300.0, "reconcile.tasks.fulfil_paid_orders"),
     # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of
     # the provider's wallet reads low, and a drift is still seen within the hour.
-    "audit-books": every(900.0, "reconcile.tasks.audit_books"),
+    "audit-books": every(900.0, "operations.audit.tasks.audit_books"),
 }

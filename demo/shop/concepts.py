@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_noop as _
 
+from operations.audit.run import audit_checks as run_checks
 from payments.providers import get_provider
-from reconcile.audit.run import audit_checks as run_checks
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ CONCEPTS = (
     ),
     Concept(
         _("The audit and its checks"),
-        ("reconcile.audit.run.audit_run", "reconcile.audit.run.CHECKS"),
+        ("operations.audit.run.audit_run", "operations.audit.run.CHECKS"),
         (),
         "docs/audit.md",
     ),

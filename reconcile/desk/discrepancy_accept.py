@@ -8,10 +8,10 @@ second click, or a pass running beside it, settles the attempt once.
 
 from __future__ import annotations
 
+from operations.statements.models import LineKind, StatementDiscrepancy
 from payments.models import Payment, Refund
 from payments.providers import ChargeStatus, PaymentProvider, RefundStatus
 from payments.refunds import refund_settle
-from reconcile.models import LineKind, StatementDiscrepancy
 from reconcile.recovery.unsettled_payments import SETTLED, payment_apply_truth
 
 

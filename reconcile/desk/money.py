@@ -22,6 +22,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from callbacks.models import ProviderNotification
+from operations.statements.models import LineKind, StatementDiscrepancy
 from payments.models import Payment, Refund
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from reconcile.desk.actions import (
@@ -33,7 +34,6 @@ from reconcile.desk.actions import (
     record_action,
 )
 from reconcile.desk.models import Case, CaseActionKind
-from reconcile.models import LineKind, StatementDiscrepancy
 
 
 def carry_out(

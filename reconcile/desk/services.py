@@ -21,9 +21,9 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.statements.models import StatementDiscrepancy
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
 from reconcile.desk.models import Case, CaseKind, CaseState
-from reconcile.models import StatementDiscrepancy
 
 logger = logging.getLogger(__name__)
 

@@ -11,6 +11,12 @@ from django.db.models import Q, QuerySet
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from operations.statements.models import (
+    LineOutcome,
+    StatementDiscrepancy,
+    StatementImport,
+    StatementLine,
+)
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
@@ -41,13 +47,7 @@ from reconcile.desk.isolation import (
     failure_clear,
 )
 from reconcile.desk.models import Case, CaseKind, CaseState, ItemFailure
-from reconcile.models import (
-    LineOutcome,
-    StatementDiscrepancy,
-    StatementImport,
-    StatementLine,
-    StrayCapture,
-)
+from reconcile.models import StrayCapture
 from reconcile.selectors import payments_orphaned_without_refund
 
 

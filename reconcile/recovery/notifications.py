@@ -23,7 +23,7 @@ contradicts the books, or denies what it notified), the notification becomes a
 ``contradicted`` case for a person and is not asked about again while the case
 is open. (A provider that does not answer is asked again at the next pass.)
 UNMATCHED notifications (a reference we hold no attempt for) have nothing to
-settle against: they are the statement's and the desk's (``reconcile/statements/jobs.py``).
+settle against: they are the statement's and the desk's (``operations/statements/jobs.py``).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_reap_command_prints_counts(user, settings, capsys):
 def test_a_reap_with_one_record_the_database_refuses_reaps_all_the_others(
     user, settings, poison, capsys
 ):
-    from reconcile.audit.run import audit_run
+    from operations.audit.run import audit_run
     from reconcile.desk.actions import case_act
     from reconcile.desk.models import Case, CaseState, ItemFailure
     from tests.factories import desk_operator

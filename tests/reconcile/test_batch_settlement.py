@@ -24,6 +24,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from idempotency.models import IdempotencyKey
+from operations.audit.run import audit_run
 from orders.models import Order, Shipment
 from orders.serializers import order_representation
 from orders.services import LineRequest, order_create
@@ -43,7 +44,6 @@ from payments.services import (
     payment_settle,
     provider_idempotency_key,
 )
-from reconcile.audit.run import audit_run
 from reconcile.recovery import fulfilment
 from reconcile.recovery import unsettled_payments as reconcile_payments
 from reconcile.recovery import unsettled_refunds as reconcile_refunds
