@@ -1,28 +1,21 @@
 """Fast path: the key layer's hot statements in hand-written SQL, agreeing with the ORM.
 
 The reference each must agree with: ``record_find`` is
-``IdempotencyKey.objects.filter(user_id=..., key=...).first()``, ``record_insert``
-is ``record.save(force_insert=True)``, and ``records_finish`` is what a flow's
-final phase writes (``idempotency.phases._apply`` and its fenced UPDATE, under the
-lock condition of ``idempotency.core.take_lock``), for many records at once.
-``tests/idempotency/test_sql.py`` runs both on the same cases.
+``IdempotencyKey.objects.filter(user_id=..., key=...).first()`` and ``record_insert``
+is ``record.save(force_insert=True)``. ``tests/idempotency/test_sql.py`` runs both
+on the same cases.
 
 Every request with a new key looks its record up, and every single-phase
 request inserts it; with the ORM, building and compiling each query and the
 model instance cost more CPU than PostgreSQL spends running it (see
 docs/benchmarks.md, "The key layer"). These two functions send the same SQL
 the ORM would, built once at import from the model's own columns, so a new
-field in ``IdempotencyKey`` needs no change here. The third, ``records_finish``,
-is the reconciler's: many abandoned records finished with their answers in one
-statement, which the ORM cannot say. Everything else about the record (the
-fenced UPDATEs, the completer one by one, the reaper) stays in the ORM.
+field in ``IdempotencyKey`` needs no change here. Everything else about the
+record (the fenced UPDATEs, the completer, the reaper) stays in the ORM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -124,67 +117,3 @@ def record_insert(record: IdempotencyKey) -> None:
         (record.pk,) = cursor.fetchone()
     record._state.adding = False
     record._state.db = connection.alias
-
-
-# The completer's lock condition (``core.take_lock``: free, or older than the lock
-# timeout) and the phase's fenced write of a final answer (``phases._apply``), as one
-# conditional UPDATE per batch: a record a live request holds is not touched, nor
-# one that moved on or names another resource than the answer is about. The rows
-# are locked in id order first (the subquery), so two completers finishing
-# overlapping batches wait for each other instead of deadlocking; the one that
-# waited re-reads each row and finds it finished.
-_FINISH = f"""
-    UPDATE "{_TABLE}" AS k
-    SET recovery_point = %s, response_status = v.status, response_body = v.body,
-        response_headers = v.headers::jsonb, finished_at = %s,
-        lock_token = NULL, locked_at = NULL
-    FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], %s::bigint[])
-        AS v(id, status, body, headers, resource_type, resource_id)
-    WHERE k.id = v.id
-      AND k.id IN (SELECT id FROM "{_TABLE}" WHERE id = ANY(%s) ORDER BY id FOR UPDATE)
-      AND k.recovery_point = %s
-      AND k.resource_type = v.resource_type AND k.resource_id = v.resource_id
-      AND (k.locked_at IS NULL OR k.locked_at < %s)
-    RETURNING k.id
-"""  # noqa: S608
-
-
-@dataclass(frozen=True)
-class FinalAnswer:
-    """A stored answer for one record, as ``phases._apply`` writes a ``Respond``."""
-
-    record_id: int
-    status: int
-    body: str  # the JSON text, encoded once (``phases.answer_json``)
-    headers: str  # the headers as JSON text
-    resource_type: str
-    resource_id: int
-
-
-def records_finish(
-    answers: Sequence[FinalAnswer],
-    *,
-    at_point: str,
-    finished: str,
-    now: datetime,
-    stale_before: datetime,
-) -> set[int]:
-    """Finish the records still at ``at_point`` that nobody live holds; the ids finished."""
-    if not answers:
-        return set()
-    params: list[Any] = [
-        finished,
-        now,
-        [a.record_id for a in answers],
-        [a.status for a in answers],
-        [a.body for a in answers],
-        [a.headers for a in answers],
-        [a.resource_type for a in answers],
-        [a.resource_id for a in answers],
-        [a.record_id for a in answers],
-        at_point,
-        stale_before,
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_FINISH, params)
-        return {row[0] for row in cursor.fetchall()}

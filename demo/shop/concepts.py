@@ -123,7 +123,7 @@ CONCEPTS = (
             "reconcile.recovery.unsettled_payments.payment_reconcile",
             "reconcile.recovery.unsettled_payments.run_once",
             "reconcile.recovery.unsettled_payments.payment_ask",
-            "reconcile.recovery.unsettled_payments.payment_answers_apply",
+            "fastpaths.reconcile.payment_answers_apply",
         ),
         (),
         "docs/reconciliation.md",

@@ -13,11 +13,10 @@ What it will not do is decide a payment. A record at ``payment_created`` whose
 attempt is still unsettled is left to the reconciler: running the flow would
 call the provider's charge, and a background job must not start charging a
 customer who walked away. The reconciler settles the attempt (query, or fence
-and fail) and then finishes its record: a batch of pay records at once
-(``complete_pay_requests``, the fast path in ``completion_batch.py``), or one by
-one (``record_complete``). A refund request
-at ``refund_created`` is treated the same way: the refund reconciler settles
-the refund (query, or send it again with the same derived key) first.
+and fail) and then finishes its record (``complete_requests_for``, one by one
+through ``record_complete``). A refund request at ``refund_created`` is treated
+the same way: the refund reconciler settles the refund (query, or send it again
+with the same derived key) first.
 
 A record at ``started`` holds no committed effect (the first phase inserts the
 record together with its business rows), so there is nothing to finish and

@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 
@@ -50,7 +51,7 @@ from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_prov
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
 from reconcile.desk.isolation import ORPHAN_REFUNDS, REFUNDS, ItemGuard
-from reconcile.recovery.claims import drain, reconcile_backoff_s, retry_later
+from reconcile.recovery.claims import claim_due, hand_back, reconcile_backoff_s, retry_later
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
 
@@ -170,9 +171,9 @@ def _reconcile_guarded(
     resolution = guard.run(
         key=refund.pk,
         reference=refund.refund_no,
-        work=lambda: refund_reconcile(refund=refund, provider=provider),
+        work=partial(refund_reconcile, refund=refund, provider=provider),
         failed=RefundResolution.ERROR,
-        on_failure=lambda: _retry_later(refund=refund),
+        on_failure=partial(_retry_later, refund=refund),
     )
     if resolution is not RefundResolution.ERROR:
         logger.info("refund %s reconciled: %s", refund.pk, resolution.value)
@@ -210,20 +211,28 @@ def run_once(
     """Restart declined orphan refunds, then reconcile every due refund attempt."""
     provider = provider or get_provider()
     restarted, restart_failed = _orphan_refunds_restart(provider=provider)
+    deadline = _monotonic() + (settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s)
     guard = ItemGuard(job=REFUNDS, subject_type="refund")
-    counts = drain(
-        Refund,
-        statuses=UNSETTLED_REFUND_STATUSES,
-        resolve=lambda refund, _: (
-            _reconcile_guarded(refund=refund, provider=provider, guard=guard).value
-        ),
-        settled=SETTLED,
-        complete=lambda ids: complete_requests_for(
-            resource_type=REFUND_RESOURCE, ids=ids, provider=provider
-        ),
-        batch_size=batch_size,
-        budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
-        clock=_monotonic,
-    )
+    counts: Counter[str] = Counter()
+    while _monotonic() < deadline:
+        batch = claim_due(
+            Refund, statuses=UNSETTLED_REFUND_STATUSES, now=timezone.now(), limit=batch_size
+        )
+        if not batch:
+            break
+        counts["claimed"] += len(batch)
+        settled = []
+        for index, refund in enumerate(batch):
+            if _monotonic() >= deadline:
+                # Out of time: the rest is handed back, due again at once.
+                counts["handed_back"] += hand_back(Refund, rows=batch[index:])
+                break
+            resolution = _reconcile_guarded(refund=refund, provider=provider, guard=guard)
+            counts[resolution.value] += 1
+            if resolution.value in SETTLED:
+                settled.append(refund.pk)
+        counts["completed"] += complete_requests_for(
+            resource_type=REFUND_RESOURCE, ids=settled, provider=provider
+        )
     counts["error"] += restart_failed
     return RefundReconcileCounts(restarted=restarted, **counts)

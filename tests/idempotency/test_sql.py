@@ -1,15 +1,13 @@
 """The key layer's hand-written SQL (a fast path) agrees with the ORM (its reference).
 
-``record_find`` against ``IdempotencyKey.objects.get``, ``record_insert`` against
-``save(force_insert=True)``, and ``records_finish`` against what a flow's final
-phase writes (``idempotency.phases``): the same cases through both, the same rows
-and the same answers.
+``record_find`` against ``IdempotencyKey.objects.get`` and ``record_insert`` against
+``save(force_insert=True)``: the same cases through both, the same rows and the
+same answers.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,9 +15,7 @@ from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from idempotency import phases
-from idempotency.completer import finish_abandoned
-from idempotency.models import IdempotencyKey, RecoveryPoint
+from idempotency.models import IdempotencyKey
 from idempotency.sql import record_find, record_insert
 
 pytestmark = pytest.mark.django_db
@@ -88,49 +84,3 @@ def test_record_find_answers_what_the_orm_answers(user, other_user, key):
         assert fast._state.adding is False
     # ... and another user's key is not found by either
     assert record_find(user_id=other_user.pk, key="stored") is None
-
-
-def test_records_finish_writes_what_a_final_phase_writes(user, settings):
-    # Given two abandoned records alike (their lock older than the timeout)
-    settings.IDEMPOTENCY_LOCK_TIMEOUT = 60
-    stale = timezone.now() - timedelta(seconds=61)
-    by_phase, batched = _record(user, "ref"), _record(user, "fast")
-    for record in (by_phase, batched):
-        record.locked_at = stale
-        record.save(force_insert=True)
-    answer = phases.Respond(
-        status=200,
-        body={"number": "A-1", "amount": 1999, "note": "é"},
-        headers={"Location": "/api/v1/orders/A-1/"},
-        resource_type="payment",
-        resource_id=7,
-    )
-
-    # When a phase finishes one with the answer and the batch the other
-    phases.atomic_phase(by_phase, lambda: answer)
-    finished = finish_abandoned({batched.pk: answer}, recovery_point="payment_created")
-
-    # Then both rows hold the same answer, byte for byte, and no lock
-    assert finished == {batched.pk}
-    ref, fast = _row("ref"), _row("fast")
-    for row in (ref, fast):
-        assert row.pop("finished_at") is not None
-        row.pop("created_at")  # made a moment apart
-    assert fast == ref
-    assert fast["response_body"] == phases.answer_json(answer.body)
-    assert (fast["lock_token"], fast["locked_at"]) == (None, None)
-    assert fast["recovery_point"] == RecoveryPoint.FINISHED
-
-
-def test_records_finish_leaves_what_a_phase_could_not_commit(user):
-    # A live lock: a phase fenced on another token commits nothing; neither does the batch
-    live = _record(user, "live")
-    live.save(force_insert=True)
-    answer = phases.Respond(status=200, body={}, resource_type="payment", resource_id=7)
-
-    assert finish_abandoned({live.pk: answer}, recovery_point="payment_created") == set()
-    intruder = IdempotencyKey.objects.get(pk=live.pk)
-    intruder.lock_token = uuid.uuid4()
-    with pytest.raises(phases.LockLost):
-        phases.atomic_phase(intruder, lambda: answer)
-    assert _row("live")["recovery_point"] == "payment_created"
