@@ -41,7 +41,7 @@ from fastpaths.settlement import BatchNotApplied, payment_settle_many
 from observability import context
 from payments.models import UNSETTLED_STATUSES, Payment, PaymentStatus
 from payments.providers import ChargeResult, PaymentProvider
-from reconcile.desk.isolation import PAYMENTS, ItemGuard
+from reconcile.desk.isolation import PAYMENTS, FailureIsolation
 from reconcile.recovery.claims import claim_due, hand_back
 from reconcile.recovery.unsettled_payments import (
     BATCH_SIZE,
@@ -140,12 +140,12 @@ def payment_answers_apply(
         logger.exception("batch of %d answers not settled together; one by one", len(plain))
         settled = {}
     resolutions = []
-    guard = ItemGuard(job=PAYMENTS, subject_type="payment")
+    isolation = FailureIsolation(job=PAYMENTS, subject_type="payment")
     for payment, answer in answers:
         if payment.pk not in settled:
             asked = AskedAhead(provider, answer)
             resolutions.append(
-                payment_reconcile_isolated(payment=payment, provider=asked, guard=guard)
+                payment_reconcile_isolated(payment=payment, provider=asked, isolation=isolation)
             )
             continue
         resolution = (
@@ -158,6 +158,6 @@ def payment_answers_apply(
         if payment.reconcile_attempts:
             # Backed off before (unreachable, or failed): a failure count to clear, if
             # any. The common first-try attempt costs no read of the counts.
-            guard.settled(key=payment.pk, reference=payment.out_trade_no)
+            isolation.settled(key=payment.pk, reference=payment.out_trade_no)
         resolutions.append(resolution)
     return resolutions

@@ -52,7 +52,7 @@ from payments.models import (
 from payments.providers import PaymentProvider, get_provider
 from payments.refund_flows import RefundPoint, order_refund_flow
 from payments.refunds import RefundRequest
-from reconcile.desk.isolation import COMPLETION, ItemGuard
+from reconcile.desk.isolation import COMPLETION, FailureIsolation
 from reconcile.selectors import (
     PAYMENT_RESOURCE,
     REFUND_RESOURCE,
@@ -254,12 +254,12 @@ def is_pay_request(record: IdempotencyKey) -> bool:
 def run_once(
     *, provider: PaymentProvider | None = None, batch_size: int = BATCH_SIZE
 ) -> CompleteCounts:
-    """Try every abandoned record once, each through the guard: a record that raises
+    """Try every abandoned record once, each in failure isolation: a record that raises
     (its row refused, a flow's bug) is counted, backs off and, after
     CASE_AFTER_FAILURES, is a case, while the pass finishes every other record."""
     provider = provider or get_provider()
     stale_before = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
-    guard = ItemGuard(job=COMPLETION, subject_type="record")
+    isolation = FailureIsolation(job=COMPLETION, subject_type="record")
     counts: Counter[str] = Counter()
     after_id = 0
     while batch := records_abandoned(
@@ -267,10 +267,10 @@ def run_once(
     ):
         after_id = batch[-1][0]
         for record_id, key in batch:
-            if not guard.due(record_id):
+            if not isolation.due(record_id):
                 continue  # failed lately: backing off
             counts["examined"] += 1
-            completed = guard.run(
+            completed = isolation.run(
                 key=record_id,
                 reference=key,
                 work=partial(_record_complete, record_id=record_id, provider=provider),

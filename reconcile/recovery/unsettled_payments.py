@@ -67,7 +67,7 @@ from payments.providers import (
     get_provider,
 )
 from payments.services import Settlement, payment_mark_action_required, payment_settle
-from reconcile.desk.isolation import PAYMENTS, ItemGuard
+from reconcile.desk.isolation import PAYMENTS, FailureIsolation
 from reconcile.recovery.claims import claim_due, hand_back, retry_later
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.selectors import PAYMENT_RESOURCE
@@ -212,7 +212,7 @@ _ORPHAN_RESOLUTIONS = {
 }
 
 
-def payment_apply_truth(*, payment_id: int, account: ChargeResult) -> Resolution:
+def payment_settle_from_account(*, payment_id: int, account: ChargeResult) -> Resolution:
     """Settle an attempt from an account of it the caller already holds (a notification's
     query, a statement line): ``payment_reconcile``'s roll forward or back, without its
     question, fence or backoff."""
@@ -243,7 +243,7 @@ def reconcile_due(
     none is due or the pass's time is up; then finish the requests behind the settled
     ones. Claimed attempts the pass has no time left for are handed back, due at once."""
     deadline = _monotonic() + (settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s)
-    guard = ItemGuard(job=PAYMENTS, subject_type="payment")
+    isolation = FailureIsolation(job=PAYMENTS, subject_type="payment")
     counts: Counter[str] = Counter()
     while _monotonic() < deadline:
         batch = claim_due(
@@ -258,7 +258,9 @@ def reconcile_due(
                 # Out of time: the rest is handed back, due again at once.
                 counts["handed_back"] += hand_back(Payment, rows=batch[index:])
                 break
-            resolution = payment_reconcile_isolated(payment=payment, provider=provider, guard=guard)
+            resolution = payment_reconcile_isolated(
+                payment=payment, provider=provider, isolation=isolation
+            )
             counts[resolution.value] += 1
             if resolution.value in SETTLED:
                 settled.append(payment.pk)
@@ -270,13 +272,14 @@ def reconcile_due(
 
 @context.isolated
 def payment_reconcile_isolated(
-    *, payment: Payment, provider: PaymentProvider, guard: ItemGuard
+    *, payment: Payment, provider: PaymentProvider, isolation: FailureIsolation
 ) -> Resolution:
-    # One attempt's bug or database hiccup must not stop the others: the guard logs
-    # and counts it, and it backs off like an unreachable provider (its claim's own
-    # backoff), so it cannot spin in a hot loop.
+    """``payment_reconcile``, its failure isolated: one attempt's bug or database hiccup
+    is logged and counted, and the attempt backs off like one whose provider was
+    unreachable (its claim's own backoff), so it cannot spin in a hot loop; the pass
+    goes on with the others."""
     context.bind(out_trade_no=payment.out_trade_no)  # on every line about this attempt
-    resolution = guard.run(
+    resolution = isolation.run(
         key=payment.pk,
         reference=payment.out_trade_no,
         work=partial(payment_reconcile, payment=payment, provider=provider),

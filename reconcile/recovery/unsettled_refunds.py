@@ -50,7 +50,7 @@ from payments.orphans import orphan_refund_cancel, orphan_refund_find_late, orph
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
-from reconcile.desk.isolation import ORPHAN_REFUNDS, REFUNDS, ItemGuard
+from reconcile.desk.isolation import ORPHAN_REFUNDS, REFUNDS, FailureIsolation
 from reconcile.recovery.claims import claim_due, hand_back, reconcile_backoff_s, retry_later
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
@@ -162,13 +162,13 @@ def _retry_later(*, refund: Refund) -> None:
 
 
 @context.isolated
-def _reconcile_guarded(
-    *, refund: Refund, provider: PaymentProvider, guard: ItemGuard
+def _reconcile_isolated(
+    *, refund: Refund, provider: PaymentProvider, isolation: FailureIsolation
 ) -> RefundResolution:
     # One attempt's bug must not stop the others: counted, logged, and backed off.
     # The refund's and its charge's references go on every line about this attempt.
     context.bind(out_refund_no=refund.refund_no, out_trade_no=refund.payment.out_trade_no)
-    resolution = guard.run(
+    resolution = isolation.run(
         key=refund.pk,
         reference=refund.refund_no,
         work=partial(refund_reconcile, refund=refund, provider=provider),
@@ -182,12 +182,12 @@ def _reconcile_guarded(
 
 def _orphan_refunds_restart(*, provider: PaymentProvider) -> tuple[int, int]:
     """Start the next refund of every orphaned capture due for one: (started, failed)."""
-    guard = ItemGuard(job=ORPHAN_REFUNDS, subject_type="payment")
+    isolation = FailureIsolation(job=ORPHAN_REFUNDS, subject_type="payment")
     started = 0
     for payment_id in payments_orphaned_without_refund():
-        if not guard.due(payment_id):
+        if not isolation.due(payment_id):
             continue
-        refund = guard.run(
+        refund = isolation.run(
             key=payment_id,
             reference=str(payment_id),
             work=partial(
@@ -199,7 +199,7 @@ def _orphan_refunds_restart(*, provider: PaymentProvider) -> tuple[int, int]:
             failed=None,
         )
         started += refund is not None
-    return started, guard.failed
+    return started, isolation.failed
 
 
 def run_once(
@@ -212,7 +212,7 @@ def run_once(
     provider = provider or get_provider()
     restarted, restart_failed = _orphan_refunds_restart(provider=provider)
     deadline = _monotonic() + (settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s)
-    guard = ItemGuard(job=REFUNDS, subject_type="refund")
+    isolation = FailureIsolation(job=REFUNDS, subject_type="refund")
     counts: Counter[str] = Counter()
     while _monotonic() < deadline:
         batch = claim_due(
@@ -227,7 +227,7 @@ def run_once(
                 # Out of time: the rest is handed back, due again at once.
                 counts["handed_back"] += hand_back(Refund, rows=batch[index:])
                 break
-            resolution = _reconcile_guarded(refund=refund, provider=provider, guard=guard)
+            resolution = _reconcile_isolated(refund=refund, provider=provider, isolation=isolation)
             counts[resolution.value] += 1
             if resolution.value in SETTLED:
                 settled.append(refund.pk)
