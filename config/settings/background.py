@@ -71,11 +71,12 @@ RECONCILE_BACKOFF_CAP_S = env_int("RECONCILE_BACKOFF_CAP_S", 3600)
 # A pass stops taking new work after this long, so a task ends well inside
 # CELERY_TASK_TIME_LIMIT; what is left waits for the next beat.
 RECONCILE_PASS_BUDGET_S = env_int("RECONCILE_PASS_BUDGET_S", 240)
-# Provider questions the reconciler asks at once (query, close), each on its own
-# kept-alive connection, none while holding a transaction or a row lock. Bounded:
-# the provider is a third party with its own limits. Since answers are settled a
-# batch at a time, 16 at once makes a pass about 2x faster than one at a time in
-# `make bench` (docs/benchmarks.md); beyond that, on 2 cores, CPU is the bound.
+# Provider questions the batched reconcile pass (RECONCILE_PAYMENT_PASS, below) asks at
+# once (query, close), each on its own kept-alive connection, none while holding a
+# transaction or a row lock. Bounded: the provider is a third party with its own
+# limits. Since answers are settled a batch at a time, 16 at once makes a pass about
+# 2x faster than one at a time in `make bench` (docs/benchmarks.md); beyond that, on 2
+# cores, CPU is the bound.
 RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
 # The reconcile job's pass over due payment attempts, as a dotted path. Shipped: the
 # batched pass of fastpaths/reconcile.py, which asks a batch's questions at once and

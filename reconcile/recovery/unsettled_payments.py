@@ -33,9 +33,10 @@ order, or 402 ``payment-failed``.
 
 A pass (``reconcile_due``) claims the due attempts a batch at a time and
 reconciles each one in turn with ``payment_reconcile``, then finishes the
-requests behind the settled ones. The reconcile job runs the pass the setting
-RECONCILE_PAYMENT_PASS names (``run_once``): this one unless a deployment plugs
-in another that settles the same rows (docs/configuration.md).
+requests behind the settled ones. The reconcile job (``run_once``) runs the
+pass the setting RECONCILE_PAYMENT_PASS names: this one when none is named;
+the shipped settings name a faster one, which must write the same rows
+(docs/configuration.md).
 
 Claiming, leases and backoff: ``claims.py``, shared with refunds.
 """
