@@ -145,14 +145,24 @@ def _answer(key: str) -> tuple[int | None, Any]:
 # --- The core's pass and the batched pass, on the same cases ---------------------------------
 
 # One attempt of each kind; "alive": charged, its request still holding its record;
-# "unreachable": the provider does not answer about it.
-KINDS = ["charge", "charge", "decline", "nothing", "charge_other_amount", "alive", "unreachable"]
+# "unreachable": the provider does not answer about it; "misnamed": its answer is
+# about another attempt (the first).
+KINDS = [
+    "charge",
+    "charge",
+    "decline",
+    "nothing",
+    "charge_other_amount",
+    "alive",
+    "unreachable",
+    "misnamed",
+]
 
 
 def _leave(left_unknown: Callable[..., Left], kind: str) -> Left:
     if kind == "alive":
         return left_unknown(provider_did="charge", locked=True)
-    if kind == "unreachable":
+    if kind in ("unreachable", "misnamed"):
         return left_unknown(provider_did="nothing")
     return left_unknown(provider_did=kind)
 
@@ -214,7 +224,20 @@ def test_the_core_pass_and_the_batched_pass_write_the_same_rows(
         settings.RECONCILE_PAYMENT_PASS = dotted
         lefts = [_leave(left_unknown, kind) for kind in KINDS]
         unreachable = lefts[KINDS.index("unreachable")].payment.out_trade_no
-        provider = Scripted(real, {unreachable: no_answer})
+        misnamed = lefts[KINDS.index("misnamed")].payment.out_trade_no
+        another = lefts[0].payment.out_trade_no
+
+        def about_another(another: str = another) -> ChargeResult | None:
+            return ChargeResult(
+                out_trade_no=another,
+                status=ChargeStatus.DECLINED,
+                trade_no=None,
+                amount=None,
+                currency=None,
+                decline_reason="do_not_honor",
+            )
+
+        provider = Scripted(real, {unreachable: no_answer, misnamed: about_another})
 
         # When the pass the setting names runs over them, in batches of 3
         counts = reconcile_payments.run_once(provider=provider, batch_size=3)
