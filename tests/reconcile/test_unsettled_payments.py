@@ -305,3 +305,19 @@ def test_a_pass_out_of_time_hands_its_unprocessed_claims_back(
     assert Payment.objects.filter(status="UNKNOWN", next_reconcile_at=None).count() == 2
     monkeypatch.undo()
     assert reconcile_payments.run_once().rolled_back == 2  # due again at once
+
+
+def test_with_no_pass_named_the_job_runs_the_core_s_own_pass(settings, monkeypatch):
+    # RECONCILE_PAYMENT_PASS unset: the core's reconcile_due, given the job's arguments
+    del settings.RECONCILE_PAYMENT_PASS
+    ran: list[dict[str, Any]] = []
+
+    def core_pass(**arguments: Any) -> reconcile_payments.ReconcileCounts:
+        ran.append(arguments)
+        return reconcile_payments.ReconcileCounts()
+
+    monkeypatch.setattr(reconcile_payments, "reconcile_due", core_pass)
+
+    reconcile_payments.run_once(provider=get_provider(), batch_size=7, budget_s=5)
+
+    assert [(a["batch_size"], a["budget_s"]) for a in ran] == [(7, 5)]
