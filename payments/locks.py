@@ -10,7 +10,7 @@ it is the row every one of them shares, and the one whose lock serialises
 them), the attempt after it. A reader of any writer sees the order in the
 helper's name, not in a comment that could drift.
 
-The batch settlement (``payments.batches``) is the one fast path that spells the
+The batch settlement (``fastpaths.settlement``) is the one fast path that spells the
 same order in SQL (its orders ``ORDER BY id FOR UPDATE``, then the attempts).
 """
 

@@ -12,10 +12,10 @@ class ReconcileConfig(AppConfig):
         from observability.metrics.gauges import count_and_age_gauges, register
         from reconcile import selectors
         from reconcile.desk import selectors as desk
-        from reconcile.desk.isolation import REAP, ItemGuard
+        from reconcile.desk.isolation import REAP, FailureIsolation
 
-        # The reaper's records go through the desk's guard, whoever runs the reaper.
-        reap_isolation_register(lambda: ItemGuard(job=REAP, subject_type="record"))
+        # The reaper's records go through the desk's failure isolation, whoever runs the reaper.
+        reap_isolation_register(lambda: FailureIsolation(job=REAP, subject_type="record"))
 
         # Stray captures not refunded yet (docs/operating.md).
         register(

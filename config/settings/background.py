@@ -71,12 +71,21 @@ RECONCILE_BACKOFF_CAP_S = env_int("RECONCILE_BACKOFF_CAP_S", 3600)
 # A pass stops taking new work after this long, so a task ends well inside
 # CELERY_TASK_TIME_LIMIT; what is left waits for the next beat.
 RECONCILE_PASS_BUDGET_S = env_int("RECONCILE_PASS_BUDGET_S", 240)
-# Provider questions the reconciler asks at once (query, close), each on its own
-# kept-alive connection, none while holding a transaction or a row lock. Bounded:
-# the provider is a third party with its own limits. Since answers are settled a
-# batch at a time, 16 at once makes a pass about 2x faster than one at a time in
-# `make bench` (docs/benchmarks.md); beyond that, on 2 cores, CPU is the bound.
+# Provider questions the batched reconcile pass (RECONCILE_PAYMENT_PASS, below) asks at
+# once (query, close), each on its own kept-alive connection, none while holding a
+# transaction or a row lock. Bounded: the provider is a third party with its own
+# limits. Since answers are settled a batch at a time, 16 at once makes a pass about
+# 2x faster than one at a time in `make bench` (docs/benchmarks.md); beyond that, on 2
+# cores, CPU is the bound.
 RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
+# The reconcile job's pass over due payment attempts, as a dotted path. Shipped: the
+# batched pass of fastpaths/reconcile.py, which asks a batch's questions at once and
+# settles the plain answers in a few statements per batch, and writes the same rows as
+# the core's plain pass, reconcile.recovery.unsettled_payments.reconcile_due (the
+# default when no setting names one).
+RECONCILE_PAYMENT_PASS = env_str(
+    "RECONCILE_PAYMENT_PASS", "fastpaths.reconcile.reconcile_due_batched"
+)
 # The single-runner lock outlives the longest pass (the task's hard time limit) with
 # a margin, so it never expires under a live runner; a killed runner's lock frees
 # itself after this long.

@@ -121,9 +121,9 @@ CONCEPTS = (
         _("Reconciliation: ask the provider, never guess; fence with `close`"),
         (
             "reconcile.recovery.unsettled_payments.payment_reconcile",
+            "reconcile.recovery.unsettled_payments.reconcile_due",
             "reconcile.recovery.unsettled_payments.run_once",
             "reconcile.recovery.unsettled_payments.payment_ask",
-            "reconcile.recovery.unsettled_payments.payment_answers_apply",
         ),
         (),
         "docs/reconciliation.md",

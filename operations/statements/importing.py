@@ -19,7 +19,7 @@
          the next run takes up the lines still pending, nothing else;
       4. what has no ledger entry is settled by asking the provider, never by
          guessing: a capture of an attempt of ours goes through
-         ``payment_apply_truth`` (roll forward, or book and refund the orphaned
+         ``payment_settle_from_account`` (roll forward, or book and refund the orphaned
          capture), a refund through ``refund_settle``, a capture of a reference
          we hold no attempt for is refunded (``strays.py``);
       5. ledger entries booked that day before the download began, which no

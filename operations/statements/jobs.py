@@ -34,7 +34,7 @@ from reconcile.desk.isolation import (
     STATEMENTS,
     STRAY_NOTIFICATIONS,
     STRAY_REFUNDS,
-    ItemGuard,
+    FailureIsolation,
 )
 from reconcile.desk.selectors import notifications_held
 from reconcile.desk.services import notification_case_open
@@ -84,11 +84,11 @@ def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCo
         StatementImport.objects.filter(pk__in=pending.values("statement_id")).order_by("day")
     )
     settled = failed = 0
-    guard = ItemGuard(job=STATEMENTS, subject_type="statement")
+    isolation = FailureIsolation(job=STATEMENTS, subject_type="statement")
     for statement in statements:
-        if not guard.due(statement.pk):
+        if not isolation.due(statement.pk):
             continue
-        counts = guard.run(
+        counts = isolation.run(
             key=statement.pk,
             reference=str(statement.day),
             work=partial(statement_match, statement=statement, provider=provider),
@@ -110,7 +110,7 @@ def leftovers_run_once(*, provider: PaymentProvider | None = None) -> LeftoverCo
         notifications_resolved=stray_notifications_resolve(),
         failed=(
             failed
-            + guard.failed
+            + isolation.failed
             + notifications_failed
             + strays_failed
             + downloads_failed
@@ -124,49 +124,49 @@ def _downloads_again(*, provider: PaymentProvider) -> tuple[int, int]:
     """Download again every day of this provider whose download failed, or never finished
     (a process killed mid-way), once older than RECONCILE_AFTER_S: (downloaded, failed).
 
-    Each through the guard: a day that keeps failing is counted, backs off (the
+    Each in failure isolation: a day that keeps failing is counted, backs off (the
     reconciler's backoff), and is a case after CASE_AFTER_FAILURES, while its
     reason stays on the import row for the audit.
     """
     quiet_since = timezone.now() - timedelta(seconds=settings.RECONCILE_AFTER_S)
     unread = StatementImport.objects.filter(provider=provider.name, created_at__lt=quiet_since)
-    guard = ItemGuard(job=STATEMENT_DOWNLOADS, subject_type="statement")
+    isolation = FailureIsolation(job=STATEMENT_DOWNLOADS, subject_type="statement")
     downloaded = 0
     for statement in unread.filter(~Q(error="") | Q(downloads=0)).order_by("day"):
-        if not guard.due(statement.pk):
+        if not isolation.due(statement.pk):
             continue
-        downloaded += guard.run(
+        downloaded += isolation.run(
             key=statement.pk,
             reference=str(statement.day),
             work=partial(_download_again, day=statement.day, provider=provider),
             failed=False,
         )
-    return downloaded, guard.failed
+    return downloaded, isolation.failed
 
 
 def _download_again(*, day: date, provider: PaymentProvider) -> bool:
     try:
         statement_reconcile(day=day, provider=provider)
     except StatementFailed as failure:
-        # Raised on, for the guard to count; the reason is on the import row already.
+        # Raised on, for the isolation to count; the reason is on the import row already.
         raise RuntimeError(f"statement {day}: {failure}") from failure
     return True
 
 
 def _strays_refund(*, provider: PaymentProvider) -> tuple[int, int]:
     """Send the refund of every stray capture not refunded yet: (refunded, failed)."""
-    guard = ItemGuard(job=STRAY_REFUNDS, subject_type="stray")
+    isolation = FailureIsolation(job=STRAY_REFUNDS, subject_type="stray")
     refunded = 0
     for stray in strays_unrefunded():
-        if not guard.due(stray.pk):
+        if not isolation.due(stray.pk):
             continue
-        refunded += guard.run(
+        refunded += isolation.run(
             key=stray.pk,
             reference=stray.refund_no,
             work=partial(_stray_refund_next, stray=stray, provider=provider),
             failed=False,
         )
-    return refunded, guard.failed
+    return refunded, isolation.failed
 
 
 def _stray_refund_next(*, stray: StrayCapture, provider: PaymentProvider) -> bool:
@@ -210,14 +210,14 @@ def _strays_from_notifications(*, provider: PaymentProvider) -> tuple[int, int, 
         .annotate(first=Min("pk"))
         .order_by("out_trade_no", "trade_no")[:NOTIFICATIONS_PER_PASS]
     )
-    guard = ItemGuard(job=STRAY_NOTIFICATIONS, subject_type="notification")
+    isolation = FailureIsolation(job=STRAY_NOTIFICATIONS, subject_type="notification")
     found = opened = 0
     # A failed question is like an unanswered one: asked again later, no case opened.
     not_answered: StrayCapture | bool | None = False
     for charge in charges:
-        if not guard.due(charge["first"]):
+        if not isolation.due(charge["first"]):
             continue
-        stray = guard.run(
+        stray = isolation.run(
             key=charge["first"],
             reference=charge["out_trade_no"],
             work=partial(_stray_take, charge, provider),
@@ -235,7 +235,7 @@ def _strays_from_notifications(*, provider: PaymentProvider) -> tuple[int, int, 
                     is not None
                 )
         found += bool(stray)
-    return found, opened, guard.failed
+    return found, opened, isolation.failed
 
 
 def _stray_take(charge: dict[str, Any], provider: PaymentProvider) -> StrayCapture | bool | None:

@@ -21,7 +21,7 @@ exceptions, few on any real day) and runs the batch's statements again.
 
 If a batch's statements fail (one line the database refuses fails the whole
 UPDATE), ``match_range_isolated`` matches that batch line by line through the
-desk's guard, so only the bad line stays pending and the rest of the day settles.
+desk's failure isolation, so only the bad line stays pending and the rest of the day settles.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from django.db import DatabaseError, connection, transaction
 
 from operations.statements.models import DiscrepancyKind, LineKind, LineOutcome, StatementLine
 from payments.models import CAPTURE_KINDS, REFUND_KINDS, REVERSAL_KINDS, LedgerKind
-from reconcile.desk.isolation import ItemGuard
+from reconcile.desk.isolation import FailureIsolation
 
 logger = logging.getLogger(__name__)
 
@@ -160,11 +160,11 @@ def match_range(*, statement_id: int, day: date, lo: int, hi: int, now: datetime
 
 
 def match_range_isolated(
-    *, statement_id: int, day: date, lo: int, hi: int, now: datetime, guard: ItemGuard
+    *, statement_id: int, day: date, lo: int, hi: int, now: datetime, isolation: FailureIsolation
 ) -> tuple[Counter[str], set[int]]:
     """``match_range``, and if its set-based statements fail (one line the database
     refuses fails the whole statement), the range again line by line through the
-    guard: only the bad line is left pending (counted, backing off, a case after
+    isolation: only the bad line is left pending (counted, backing off, a case after
     CASE_AFTER_FAILURES). Returns the counts and the ids of the lines left failed
     (counted in ``failed``), which the caller does not settle any further this run.
     """
@@ -183,8 +183,8 @@ def match_range_isolated(
     )
     for line_id, reference in pending.order_by("id").values_list("id", "reference"):
         matched = None
-        if guard.due(line_id):
-            matched = guard.run(
+        if isolation.due(line_id):
+            matched = isolation.run(
                 key=line_id,
                 reference=reference,
                 work=partial(_atomic, partial(bulk, lo=line_id, hi=line_id)),

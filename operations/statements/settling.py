@@ -41,7 +41,7 @@ from payments.providers import (
     RefundStatus,
 )
 from payments.refunds import refund_settle
-from reconcile.desk.isolation import STATEMENT_LINES, ItemGuard
+from reconcile.desk.isolation import STATEMENT_LINES, FailureIsolation
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.recovery.strays import (
     capture_is_an_attempts_own,
@@ -49,7 +49,7 @@ from reconcile.recovery.strays import (
     stray_capture_take,
     stray_refund_find_late,
 )
-from reconcile.recovery.unsettled_payments import payment_apply_truth
+from reconcile.recovery.unsettled_payments import payment_settle_from_account
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE
 
 logger = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def statement_match(
 ) -> StatementCounts:
     """Match every pending line of the statement, then look for entries it lacks."""
     counts: Counter[str] = Counter()
-    guard = ItemGuard(job=STATEMENT_LINES, subject_type="line")
+    isolation = FailureIsolation(job=STATEMENT_LINES, subject_type="line")
     for lo, hi in pending_ranges(statement_id=statement.pk, batch_size=batch_size):
         match = partial(
             match_range_isolated,
@@ -90,7 +90,7 @@ def statement_match(
             day=statement.day,
             lo=lo,
             hi=hi,
-            guard=guard,
+            isolation=isolation,
         )
         matched, failed = match(now=timezone.now())
         counts += matched
@@ -98,12 +98,12 @@ def statement_match(
         for line in StatementLine.objects.filter(
             statement=statement, id__range=(lo, hi), outcome=LineOutcome.PENDING
         ).exclude(pk__in=failed):
-            if not guard.due(line.pk):
+            if not isolation.due(line.pk):
                 counts["failed"] += 1  # failed lately: still pending, backing off
                 continue
             # One line that raises stays pending (counted, backing off, a case after
             # CASE_AFTER_FAILURES); the rest of the statement is matched.
-            action = guard.run(
+            action = isolation.run(
                 key=line.pk,
                 reference=line.reference,
                 work=partial(_settle_unbooked, line=line, provider=provider),
@@ -114,7 +114,7 @@ def statement_match(
                 asked.append(line)
         if asked:
             again, failed = match(now=timezone.now())
-            # A line the matching failed on stays pending for the guard, not a discrepancy.
+            # A line the matching failed on stays pending for failure isolation, not a discrepancy.
             left = [line for line in asked if line.pk not in failed]
             counts["discrepancies"] += again["discrepancies"] + _not_booked(left)
     statement.refresh_from_db()
@@ -166,7 +166,7 @@ def _settle_capture(*, line: StatementLine, provider: PaymentProvider, since: da
     if account is None or account.status is not ChargeStatus.SUCCESS:
         status = account.status if account else "no charge"
         return _open(line, f"asked the provider about {payment.out_trade_no}: {status}")
-    resolution = payment_apply_truth(payment_id=payment.pk, account=account)
+    resolution = payment_settle_from_account(payment_id=payment.pk, account=account)
     complete_requests_for(resource_type=PAYMENT_RESOURCE, ids=[payment.pk], provider=provider)
     _note(line, f"no ledger entry; asked the provider: {resolution.value}")
     return "asked"
@@ -300,7 +300,7 @@ def _not_on_statement(statement: StatementImport) -> int:
           AND NOT EXISTS (
               SELECT 1 FROM reconcile_statementline AS l WHERE l.ledger_entry_id = e.id)
           -- Listed, but left pending (its matching failed, or is in flight): it is on
-          -- the statement, and the line's own guard or next run settles it.
+          -- the statement, and the line's own failure isolation or next run settles it.
           AND NOT EXISTS (
               SELECT 1 FROM reconcile_statementline AS p
               WHERE p.outcome = %(pending)s

@@ -9,7 +9,7 @@
   as the reconciler does (``payment_reconcile`` / ``refund_reconcile``); for a
   statement discrepancy, the provider's confirmed answer about the line's (or
   the ledger entry's) attempt is applied by the normal settle service
-  (``payment_apply_truth`` / ``refund_settle``), and the discrepancy resolved.
+  (``payment_settle_from_account`` / ``refund_settle``), and the discrepancy resolved.
 
 What moved money is recorded whoever closed the case first (``_moved``). When
 the provider cannot answer, these raise ``ProviderOutcomeUnknown`` before

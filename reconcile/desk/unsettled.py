@@ -1,5 +1,6 @@
 """Each job's items still to settle, read off the books, and the sweep that clears the
-failed items settled since by any path (see ``isolation.py``, the guard that counts them).
+failed items settled since by any path (see ``isolation.py``, the failure isolation that
+counts them).
 """
 
 from __future__ import annotations

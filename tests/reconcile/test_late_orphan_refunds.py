@@ -244,7 +244,7 @@ def test_two_reconcilers_and_a_notification_job_on_one_late_refund_book_it_once(
         lambda: statement_reconcile(day=today()),
     )
 
-    # Then no deadlock, no error (none raised, none counted by an item's guard), and
+    # Then no deadlock, no error (none raised, none counted by an item's failure isolation), and
     # A1 booked once
     assert errors == []
     assert not ItemFailure.objects.exists()

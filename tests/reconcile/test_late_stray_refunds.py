@@ -302,7 +302,7 @@ def test_two_reconcilers_and_a_notification_job_on_one_late_stray_refund_book_it
     # and the notification job race, each in its own thread and connection
     errors = race(leftovers_run_once, leftovers_run_once, notification_jobs.run_once)
 
-    # Then no error (none raised, none counted by an item's guard), S1 recorded once as
+    # Then no error (none raised, none counted by an item's failure isolation), S1 recorded once as
     # the stray's refund, and S2 never sent
     assert errors == []
     assert not ItemFailure.objects.exists()

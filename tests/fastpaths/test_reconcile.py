@@ -1,19 +1,23 @@
-"""A reconcile pass settles a batch's answers together, and changes nothing else.
+"""The batched reconcile pass (a fast path) agrees with the core's pass (its reference).
 
 The common answers (the attempt's own success, a decline, a fence) are applied
-in a few set-based statements per batch (``payments/batches.py``) and their
+in a few set-based statements per batch (``fastpaths/settlement.py``) and their
 requests finished with one more (``complete_pay_requests``); every other answer
-still takes its one-by-one path. Here: many attempts with every kind of
-answer in one pass, each settled as it would have been alone; the statements
-of a pass grow with its batches, not with its attempts; two passes at once
-settle each attempt once; a batch that fails as a whole falls back to one by
-one, where only the culprit fails.
+still takes its one-by-one path. Here: the core's ``reconcile_due`` and the
+batched pass on the same cases write the same rows and store the same answers;
+many attempts with every kind of answer in one pass, each settled as it would
+have been alone; a batch's questions asked at once; the statements of a pass
+grow with its batches, not with its attempts; two passes at once settle each
+attempt once; a batch that fails as a whole falls back to one by one, where only
+the culprit fails.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +27,15 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from fastpaths import reconcile as batched
 from idempotency.models import IdempotencyKey
 from operations.audit.run import audit_run
 from orders.models import Order, Shipment
-from orders.serializers import order_representation
+from orders.serializers import OrderOutputSerializer, order_representation
 from orders.services import LineRequest, order_create
 from orders.tasks import fulfil_orders
 from payments.flows import PayPoint
-from payments.models import LedgerEntry, Payment
+from payments.models import LedgerEntry, Payment, Refund
 from payments.providers import (
     ChargeResult,
     ChargeStatus,
@@ -52,6 +57,17 @@ from tests.conftest import new_key
 from tests.factories import ProductFactory, pay_record_plant
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+PASSES = {
+    "core": "reconcile.recovery.unsettled_payments.reconcile_due",
+    "batched": "fastpaths.reconcile.reconcile_due_batched",
+}
+
+
+@pytest.fixture(autouse=True)
+def batched_pass(settings) -> None:
+    """``run_once`` runs the batched pass here, whatever the settings ship."""
+    settings.RECONCILE_PAYMENT_PASS = PASSES["batched"]
 
 
 # --- Attempts left unknown, each with its request at payment_created --------------------------
@@ -124,6 +140,154 @@ def _answer(key: str) -> tuple[int | None, Any]:
     record = IdempotencyKey.objects.get(key=key)
     assert record.recovery_point == "finished", record
     return record.response_status, json.loads(record.response_body)
+
+
+# --- The core's pass and the batched pass, on the same cases ---------------------------------
+
+# One attempt of each kind; "alive": charged, its request still holding its record;
+# "unreachable": the provider does not answer about it; "misnamed": its answer is
+# about another attempt (the first).
+KINDS = [
+    "charge",
+    "charge",
+    "decline",
+    "nothing",
+    "charge_other_amount",
+    "alive",
+    "unreachable",
+    "misnamed",
+]
+
+
+def _leave(left_unknown: Callable[..., Left], kind: str) -> Left:
+    if kind == "alive":
+        return left_unknown(provider_did="charge", locked=True)
+    if kind in ("unreachable", "misnamed"):
+        return left_unknown(provider_did="nothing")
+    return left_unknown(provider_did=kind)
+
+
+def _masked(text: str, order: Order, payment: Payment) -> str:
+    """``text`` with what differs between two alike attempts named instead of shown."""
+    shown = OrderOutputSerializer(order).data
+    names = {
+        payment.out_trade_no: "<attempt>",
+        payment.trade_no: "<charge>",
+        order.number: "<order>",
+        shown["created_at"]: "<created>",
+        shown["paid_at"]: "<paid>",
+    }
+    for value in sorted((v for v in names if v), key=len, reverse=True):
+        text = text.replace(str(value), names[value])
+    return text
+
+
+def _written(left: Left) -> tuple[Any, ...]:
+    """Every row written about the attempt, and its request's stored answer, byte for
+    byte but for the references and times that differ between two alike attempts."""
+    payment = Payment.objects.get(pk=left.payment.pk)
+    order = Order.objects.get(pk=payment.order_id)
+    record = IdempotencyKey.objects.get(key=left.key)
+    entries = [
+        (e.kind, e.amount, e.currency, e.trade_no == payment.trade_no)
+        for e in LedgerEntry.objects.filter(payment=payment).order_by("pk")
+    ]
+    refunds = [
+        (r.status, r.amount, r.reason)
+        for r in Refund.objects.filter(payment=payment).order_by("pk")
+    ]
+    return (
+        (payment.status, payment.failure_code, bool(payment.trade_no)),
+        (payment.settled_at is not None, payment.reconcile_attempts),
+        payment.next_reconcile_at is not None and payment.next_reconcile_at > timezone.now(),
+        (order.status, order.paid_at is not None, order.refunded_amount),
+        entries,
+        refunds,
+        (record.recovery_point, record.response_status, record.lock_token is not None),
+        _masked(json.dumps(record.response_headers, sort_keys=True), order, payment),
+        _masked(record.response_body or "", order, payment),
+    )
+
+
+def test_the_core_pass_and_the_batched_pass_write_the_same_rows(
+    left_unknown, settings, due_at_once
+):
+    real = get_provider()
+
+    def no_answer() -> ChargeResult | None:
+        raise ProviderOutcomeUnknown("connection refused")
+
+    written = {}
+    for name, dotted in PASSES.items():
+        # Given one set of attempts of every kind (the other pass's set is settled,
+        # or backing off: not due)
+        settings.RECONCILE_PAYMENT_PASS = dotted
+        lefts = [_leave(left_unknown, kind) for kind in KINDS]
+        unreachable = lefts[KINDS.index("unreachable")].payment.out_trade_no
+        misnamed = lefts[KINDS.index("misnamed")].payment.out_trade_no
+        another = lefts[0].payment.out_trade_no
+
+        def about_another(another: str = another) -> ChargeResult | None:
+            return ChargeResult(
+                out_trade_no=another,
+                status=ChargeStatus.DECLINED,
+                trade_no=None,
+                amount=None,
+                currency=None,
+                decline_reason="do_not_honor",
+            )
+
+        provider = Scripted(real, {unreachable: no_answer, misnamed: about_another})
+
+        # When the pass the setting names runs over them, in batches of 3
+        counts = reconcile_payments.run_once(provider=provider, batch_size=3)
+
+        written[name] = (dataclasses.asdict(counts), [_written(left) for left in lefts])
+
+    # Then both passes did the same, and wrote the same rows and answers
+    assert written["core"][0]["claimed"] == len(KINDS)
+    assert written["batched"] == written["core"]
+
+
+# --- A batch's questions, asked at once --------------------------------------------------------
+
+
+def test_a_batch_s_questions_are_asked_at_once_and_answers_applied_in_the_pass_thread(
+    unknown_payment, user, sandbox, due_at_once, monkeypatch
+):
+    # Given four due attempts, and questions that can only all return if they are
+    # out at the same time (each waits for the other three)
+    for _ in range(4):
+        unknown_payment(user, charged=False)
+    together = threading.Barrier(4, timeout=10)
+    applied_in: set[int] = set()
+    real = get_provider()
+
+    class AllAtOnce:
+        def query(self, *, out_trade_no: str, trade_no: str | None = None) -> Any:
+            together.wait()
+            return real.query(out_trade_no=out_trade_no, trade_no=trade_no)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    apply = batched.payment_answers_apply
+
+    def applied_here(answers: Any, *, provider: Any) -> Any:
+        applied_in.add(threading.get_ident())
+        return apply(answers, provider=provider)
+
+    monkeypatch.setattr(batched, "payment_answers_apply", applied_here)
+
+    # When one batch of four is reconciled four questions at a time
+    counts = batched.reconcile_due_batched(
+        provider=AllAtOnce(), batch_size=4, budget_s=30, concurrency=4
+    )
+
+    # Then every question was answered (a broken barrier would be an error), and
+    # every answer applied here (the database work never runs in the askers' threads)
+    assert counts.rolled_back == 4
+    assert applied_in == {threading.get_ident()}
 
 
 # --- Every kind of answer in one pass --------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Fast path: many attempts settled at once in set-based SQL, agreeing with ``payment_settle``.
+"""Agrees with ``payments.services.payment_settle``: many attempts settled at once, in SQL.
 
-The reference is ``payments.services.payment_settle`` (one attempt, one
-transaction): for every answer this module accepts, it must write the same rows
-(attempt, ledger entry, order) as that function would, and
-``tests/payments/test_batches.py`` runs both on the same cases.
+That function settles one attempt in one transaction; for every answer this
+module accepts, it must write the same rows (attempt, ledger entry, order), and
+``tests/fastpaths/test_settlement.py`` runs both on the same cases. The batched
+reconcile pass (``fastpaths/reconcile.py``) is its one caller.
 
 ``payment_settle`` settles one attempt in its own transaction, about ten
 statements each. A reconcile pass over thousands of unknown attempts

@@ -1,8 +1,9 @@
-"""The completer's batch (a fast path) agrees with a flow's final phase (its reference).
+"""The batched completion (a fast path) agrees with a flow's final phase (its reference).
 
-``records_finish`` against what a flow's final phase writes
-(``idempotency.phases``): the same cases through both, the same rows and the
-same answers.
+``finish_abandoned`` (``records_finish`` under it) against what
+``idempotency.phases`` writes when a flow finishes a record: the same answer
+through both, the same rows and the same bytes; and what a phase could not
+commit, the batch does not either.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import pytest
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
+from fastpaths.completion import finish_abandoned
 from idempotency import phases
-from idempotency.completer import finish_abandoned
 from idempotency.models import IdempotencyKey, RecoveryPoint
 
 pytestmark = pytest.mark.django_db

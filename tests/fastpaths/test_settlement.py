@@ -3,7 +3,7 @@
 The same plain answers (a success for the attempt's amount, a decline, a close)
 are given to two identical sets of unknown attempts: one settled one by one with
 ``payments.services.payment_settle``, the other in one batch with
-``payments.batches.payment_settle_many``. The rows each writes (attempts, ledger,
+``fastpaths.settlement.payment_settle_many``. The rows each writes (attempts, ledger,
 orders) must be the same, field by field.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from fastpaths.settlement import payment_settle_many
 from orders.models import Order
 from orders.services import LineRequest, order_create
-from payments.batches import payment_settle_many
 from payments.models import LedgerEntry, Payment
 from payments.providers import ChargeResult, ChargeStatus
 from payments.services import payment_create, payment_mark_unknown, payment_settle
