@@ -7,9 +7,9 @@ last real change) and the bookkeeping ``reconcile_attempts`` /
 ``next_reconcile_at``. This module is the one implementation of how due rows
 are leased, handed back and backed off; each pass loops over its batches itself.
 
-Claiming: rows are leased in one short statement (``UPDATE ... WHERE id IN
-(SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING *``) and processed after
-it committed, so no row lock is held while we wait on the provider. Two
+Claiming: rows are leased in one short transaction (the due rows read with
+``select_for_update(skip_locked=True)``, their lease written, committed) and
+processed after it, so no row lock is held while we wait on the provider. Two
 reconcilers get disjoint batches; even if a lease runs out under a slow one,
 the settle services are conditional and settle each attempt once.
 """
@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from django.conf import settings
-from django.db import models
-from django.db.models import F
+from django.db import models, transaction
+from django.db.models import F, Q
 
 # Backoff exponents stop here: 2**20 x the base is far past any sane cap anyway.
 _MAX_EXPONENT = 20
@@ -74,25 +74,23 @@ def claim_due(model: type[R], *, statuses: Sequence[str], now: datetime, limit: 
     simply not ours. ``updated_at`` is left alone (the age of an attempt is its
     last real change, not our bookkeeping).
     """
-    table = model._meta.db_table
-    placeholders = ", ".join(["%s"] * len(statuses))
-    sql = f"""
-        UPDATE {table} SET next_reconcile_at = %s
-        WHERE id IN (
-            SELECT id FROM {table}
-            WHERE status IN ({placeholders}) AND updated_at <= %s
-              AND (next_reconcile_at IS NULL OR next_reconcile_at <= %s)
-            ORDER BY updated_at
-            LIMIT %s
-            FOR UPDATE SKIP LOCKED)
-        RETURNING *
-    """  # noqa: S608 - the table name is ours, every value is a parameter
     lease_until = now + timedelta(seconds=settings.RECONCILE_LEASE_S)
     due_before = now - timedelta(seconds=settings.RECONCILE_AFTER_S)
-    params = [lease_until, *statuses, due_before, now, limit]
-    # One statement in autocommit mode is its own short transaction: the row locks
-    # end with it, before any provider call.
-    return list(model._default_manager.raw(sql, params))
+    rows = model._default_manager
+    # A short transaction of its own: the row locks end with it, before any
+    # provider call.
+    with transaction.atomic():
+        due = list(
+            rows.select_for_update(skip_locked=True)
+            .filter(status__in=statuses, updated_at__lte=due_before)
+            .filter(Q(next_reconcile_at__isnull=True) | Q(next_reconcile_at__lte=now))
+            .order_by("updated_at")[:limit]
+        )
+        # QuerySet.update() leaves updated_at (auto_now) as it is.
+        rows.filter(pk__in=[row.pk for row in due]).update(next_reconcile_at=lease_until)
+    for row in due:
+        row.next_reconcile_at = lease_until  # type: ignore[attr-defined]
+    return due
 
 
 def hand_back(model: type[models.Model], *, rows: Sequence[Reconcilable]) -> int:

@@ -20,9 +20,11 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -35,7 +37,7 @@ from orders.serializers import OrderOutputSerializer, order_representation
 from orders.services import LineRequest, order_create
 from orders.tasks import fulfil_orders
 from payments.flows import PayPoint
-from payments.models import LedgerEntry, Payment, Refund
+from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment, PaymentStatus, Refund
 from payments.providers import (
     ChargeResult,
     ChargeStatus,
@@ -52,6 +54,7 @@ from payments.services import (
 from reconcile.recovery import fulfilment
 from reconcile.recovery import unsettled_payments as reconcile_payments
 from reconcile.recovery import unsettled_refunds as reconcile_refunds
+from reconcile.recovery.claims import claim_due
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
 from tests.factories import ProductFactory, pay_record_plant
@@ -438,6 +441,40 @@ def test_the_statements_of_a_pass_grow_with_its_batches_not_its_attempts(
     assert len(captured) <= STATEMENTS_PER_BATCH * batches + 1, "\n".join(
         q["sql"][:120] for q in captured
     )
+
+
+# --- The claim ----------------------------------------------------------------------------------
+
+
+def test_the_one_statement_claim_leases_the_rows_the_core_s_claim_leases(user, due_at_once):
+    """``claim_due_at_once`` against ``claims.claim_due``: from the same rows, the same
+    attempts leased (the oldest due ones), with the same lease; a settled attempt and
+    one backing off are left alone."""
+    _seed(user, 6)
+    now = timezone.now()
+    ids = list(Payment.objects.order_by("pk").values_list("pk", flat=True))
+    for age, pk in enumerate(ids):  # the first attempt is the youngest
+        Payment.objects.filter(pk=pk).update(updated_at=now - timedelta(hours=age + 1))
+    backing_off, settled = ids[-1], ids[-2]  # the two oldest
+    Payment.objects.filter(pk=backing_off).update(next_reconcile_at=now + timedelta(hours=1))
+    Payment.objects.filter(pk=settled).update(status=PaymentStatus.SUCCEEDED)
+    before = list(Payment.objects.order_by("pk").values())
+
+    def claimed(claim: Callable[[], list[Payment]]) -> tuple[list[int], list[Any]]:
+        rows = claim()
+        written = list(Payment.objects.order_by("pk").values())
+        for row in before:  # the same starting rows for the other claim
+            Payment.objects.filter(pk=row["id"]).update(next_reconcile_at=row["next_reconcile_at"])
+        return sorted(row.pk for row in rows), written
+
+    core = claimed(lambda: claim_due(Payment, statuses=UNSETTLED_STATUSES, now=now, limit=3))
+    fast = claimed(lambda: batched.claim_due_at_once(now=now, limit=3))
+
+    assert core == fast
+    assert core[0] == sorted(ids[-5:-2])  # the three oldest due
+    lease = now + timedelta(seconds=settings.RECONCILE_LEASE_S)
+    assert {row["id"] for row in core[1] if row["next_reconcile_at"] == lease} == set(core[0])
+    assert list(Payment.objects.order_by("pk").values()) == before
 
 
 # --- Two passes at once -------------------------------------------------------------------------
