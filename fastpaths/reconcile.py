@@ -84,6 +84,7 @@ def claim_due_at_once(*, now: datetime, limit: int) -> list[Payment]:
     params = [lease_until, [str(s) for s in UNSETTLED_STATUSES], due_before, now, limit]
     return list(Payment.objects.raw(_CLAIM, params))
 
+
 # The pass budget's clock (a module attribute, so a test can make time run out).
 _monotonic = time.monotonic
 

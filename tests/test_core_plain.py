@@ -55,7 +55,7 @@ def test_the_core_is_plain_django():
     ("line", "why"),
     [
         ("record._state.adding = False", "a private Django API"),
-        ('table = Order._meta.db_table', "SQL assembled from a model's _meta"),
+        ("table = Order._meta.db_table", "SQL assembled from a model's _meta"),
         ("column = connection.ops.quote_name(field.column)", "SQL assembled"),
         ("from fastpaths.replay import ReplayMiddleware", "the fast-path package"),
         ("if settings.IDEMPOTENCY_ENABLED:", "the key layer's off switch"),
