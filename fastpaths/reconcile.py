@@ -45,6 +45,7 @@ from observability import context
 from payments.models import UNSETTLED_STATUSES, Payment, PaymentStatus
 from payments.providers import ChargeResult, PaymentProvider
 from reconcile.desk.isolation import PAYMENTS, FailureIsolation
+from reconcile.recovery import unsettled_payments
 from reconcile.recovery.claims import hand_back
 from reconcile.recovery.unsettled_payments import (
     BATCH_SIZE,
@@ -58,6 +59,9 @@ from reconcile.recovery.unsettled_payments import (
 )
 
 logger = logging.getLogger(__name__)
+# An attempt's line is the core pass's line, under its logger: an operator follows one
+# name, whichever pass runs.
+attempt_logger = logging.getLogger(unsettled_payments.__name__)
 
 
 # The core's claim (``reconcile.recovery.claims.claim_due``) as one statement: the
@@ -181,7 +185,7 @@ def payment_answers_apply(
             else Resolution.ROLLED_BACK
         )
         with context.bound(out_trade_no=payment.out_trade_no):
-            logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
+            attempt_logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
         if payment.reconcile_attempts:
             # Backed off before (unreachable, or failed): a failure count to clear, if
             # any. The common first-try attempt costs no read of the counts.
