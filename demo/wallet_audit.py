@@ -32,6 +32,8 @@ from django.db.models import Sum
 from django.utils.translation import gettext_noop as _
 
 from edge.money import money
+from operations.audit.checks import AuditContext, Checked
+from operations.audit.findings import Finding
 from orders.models import Order
 from payments.models import (
     MONEY_IN_KINDS,
@@ -53,8 +55,6 @@ from payments.providers import (
     RefundResult,
     RefundStatus,
 )
-from reconcile.audit.checks import AuditContext, Checked
-from reconcile.audit.findings import Finding
 from reconcile.models import StrayCapture
 
 CHARGE_HAS_PAID_ORDER = "provider-charge-belongs-to-one-paid-order"

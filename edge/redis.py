@@ -2,7 +2,7 @@
 
 Redis is never where money is decided (docs/design.md, "Redis down"), so each use
 says what it does without it: the rate limits and quotas let the request through
-(edge/ratelimit.py), the checkout answers 503 ``service-unavailable``
+(edge/throttling.py), the checkout answers 503 ``service-unavailable``
 (demo/shop/services.py), the reconciler runs without its lock (reconcile/locks.py).
 Each such moment is counted in ``onceshop_redis_unavailable_total``.
 """

@@ -1,17 +1,34 @@
-"""The project's rate limits, on the O(1) counters of edge/ratelimit.py.
+"""The project's rate limits: fixed-window counters in Redis, each limit O(1).
 
 * ``UserRateThrottle`` (every API endpoint): per user, or per client address for
   an anonymous caller (edge/clients.py: never a client-supplied X-Forwarded-For).
 * ``CallbackRateThrottle``: the provider's notifications, per source address.
 * ``login_attempt_check``: the login page, the admin login and the token endpoint,
   per client address and per username, before any password is checked.
+
+Every limit is a counter: ``SET NX EX`` and ``INCR`` in one pipelined round trip
+(``hit``), whatever the rate. The price is the usual fixed-window edge (up to
+twice the rate across a window boundary), which is fine for guards against
+runaway or hostile clients. DRF's own ``SimpleRateThrottle`` instead keeps every
+request time of the window in one cache entry and rewrites the whole list on each
+request. Rates are spelled as DRF spells them.
+
+Without Redis every limit fails open (docs/design.md, "Redis down"): a limit is a
+guard against abuse, never where money is decided, so an outage lets requests
+through rather than answering 500 to all of them. Each hit let through unchecked
+is logged and counted (``onceshop_redis_unavailable_total{use="rate-limit"}``,
+with its alert, docs/operating.md).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import logging
+import time
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -22,7 +39,58 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from edge.clients import client_address
 from edge.errors import TooManyRequests, problem_response
-from edge.ratelimit import Rate, hashed, hit
+from edge.redis import REDIS_DOWN, redis_client
+from observability.metrics.instruments import observe_redis_unavailable
+
+logger = logging.getLogger(__name__)
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The clock windows are cut from; a module attribute, so a test can hold it still and
+# never see a window end between two of its requests.
+clock = time.time
+
+
+@dataclass(frozen=True)
+class Rate:
+    limit: int
+    period_s: int
+
+    @classmethod
+    def parse(cls, text: str) -> Rate | None:
+        """``"30/min"`` (DRF's spelling: s, min, hour, day); empty means no limit."""
+        if not text.strip():
+            return None
+        limit, _, period = text.strip().partition("/")
+        return cls(limit=int(limit), period_s=_PERIODS[period[:1]])
+
+
+def hashed(text: str) -> str:
+    """A fixed-length key part for a client-chosen string (a username, say)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def hit(key: str, rate: Rate) -> float | None:
+    """Count one hit on ``key``; None if within ``rate`` (or Redis is down), else the
+    seconds to wait."""
+    now = clock()
+    window = f"{key}:{int(now // rate.period_s)}"
+    pipe = redis_client().pipeline(transaction=False)
+    pipe.set(window, 0, ex=rate.period_s + 1, nx=True)  # the window's counter, if new
+    pipe.incr(window)
+    try:
+        _, count = pipe.execute()
+    except REDIS_DOWN as error:
+        # Fail open: the hit is not counted, the request goes on. The key is not
+        # logged: it may hold a client's address.
+        observe_redis_unavailable(use="rate-limit")
+        logger.warning("rate limit not checked: redis %s", type(error).__name__)
+        return None
+    if count <= rate.limit:
+        return None
+    return rate.period_s - (now % rate.period_s)
+
+
+# --- The throttles -------------------------------------------------------------------
 
 
 class UserRateThrottle(SimpleRateThrottle):
@@ -41,7 +109,7 @@ class UserRateThrottle(SimpleRateThrottle):
 
     def allow_request(self, request: Request | HttpRequest, view: Any) -> bool:
         """Count the request once, however often it is checked: a replay's fast path
-        (idempotency/replay.py) checks before the view, which may check again."""
+        (fastpaths/replay.py) checks before the view, which may check again."""
         limit, period = self.parse_rate(self.rate)
         if limit is None or period is None:
             return True

@@ -1,26 +1,20 @@
 """The completer's way into the core (reconcile/): the lock a retry takes, without a request.
 
 ``acquire_abandoned`` takes an abandoned record with the same conditional UPDATE
-as a client retry, ``resume`` runs its flow as a retry would, and
-``finish_abandoned`` stores many final answers at once (the batch fast path of
-``idempotency/sql.py``).
+as a client retry, and ``resume`` runs its flow as a retry would.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
-from datetime import timedelta
+from collections.abc import Callable
 
-from django.conf import settings
 from django.utils import timezone
 
 from idempotency import phases
 from idempotency.core import take_lock
 from idempotency.errors import IdempotencyKeyInUse
-from idempotency.models import IdempotencyKey, RecoveryPoint
-from idempotency.phases import LockLost, Respond, answer_json
-from idempotency.sql import FinalAnswer, records_finish
+from idempotency.models import IdempotencyKey
+from idempotency.phases import LockLost
 
 
 def acquire_abandoned(*, record_id: int) -> IdempotencyKey | None:
@@ -60,41 +54,6 @@ def resume(record: IdempotencyKey, flow: Callable[[IdempotencyKey], None]) -> No
     if not record.is_finished:
         phases.release(record)
         raise RuntimeError(f"flow returned at recovery point {record.recovery_point!r}")
-
-
-def finish_abandoned(answers: Mapping[int, Respond], *, recovery_point: str) -> set[int]:
-    """Store final answers in many abandoned records at once: the completer's batch way.
-
-    ``answers``: record id -> the ``Respond`` its flow would end with from
-    ``recovery_point``. A record is finished only if it is still there, names the
-    answer's resource, and no live request holds it (free, or older than
-    IDEMPOTENCY_LOCK_TIMEOUT: the condition of ``acquire_abandoned``). Then it gets
-    exactly what a flow's final phase writes (``phases._apply``), in one statement for the
-    whole batch. Returns the ids finished; the others are left as they were (a
-    client retry holds one and finishes it itself). Run it in the transaction that
-    read what the answers say, as a phase would.
-    """
-    now = timezone.now()
-    final = []
-    for record_id, answer in answers.items():
-        assert answer.resource_id is not None, "a batch answer names what it is about"
-        final.append(
-            FinalAnswer(
-                record_id=record_id,
-                status=answer.status,
-                body=answer_json(answer.body),
-                headers=json.dumps(answer.headers),
-                resource_type=answer.resource_type,
-                resource_id=answer.resource_id,
-            )
-        )
-    return records_finish(
-        final,
-        at_point=recovery_point,
-        finished=RecoveryPoint.FINISHED,
-        now=now,
-        stale_before=now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT),
-    )
 
 
 def release(record: IdempotencyKey) -> None:

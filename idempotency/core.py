@@ -22,7 +22,8 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from edge.ratelimit import Rate, hit
+from edge.throttling import Rate, hit
+from idempotency import records
 from idempotency.errors import (
     IdempotencyKeyInUse,
     IdempotencyKeyMismatch,
@@ -30,7 +31,6 @@ from idempotency.errors import (
 )
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from idempotency.phases import KeyRaced, LockLost, release
-from idempotency.sql import record_find
 from observability.tracking import lock_taken_over
 
 __all__ = [
@@ -79,12 +79,7 @@ class KeyRequest:
 # --- Acquire, run, release -----------------------------------------------------------
 
 
-# How the core reads a key's record: ``record_find``, one indexed SELECT, unless the
-# caller has just read it (the HTTP layer reads it with the token: idempotency/replay.py).
-Lookup = Callable[..., IdempotencyKey | None]
-
-
-def _acquire(request: KeyRequest, fingerprint: str, lookup: Lookup = record_find) -> IdempotencyKey:
+def _acquire(request: KeyRequest, fingerprint: str) -> IdempotencyKey:
     """Return the record to replay, or a record locked for this request.
 
     A new key yields an unsaved record: the first phase inserts it in its own
@@ -92,7 +87,7 @@ def _acquire(request: KeyRequest, fingerprint: str, lookup: Lookup = record_find
     Raises 422 on a fingerprint mismatch and 409 while another request holds it.
     """
     now = timezone.now()
-    record = lookup(user_id=request.user_id, key=request.key)
+    record = records.store().find(user_id=request.user_id, key=request.key)
     if record is None:
         _count_new_key(user_id=request.user_id)
         return IdempotencyKey(
@@ -208,18 +203,11 @@ class Outcome:
         )
 
 
-def execute(
-    request: KeyRequest, flow: Callable[[IdempotencyKey], None], *, lookup: Lookup = record_find
-) -> Outcome:
-    """Run ``flow`` once per (user, key); replay its stored response afterwards.
-
-    ``lookup`` reads the record the first time; every later look (after a race) is
-    ``record_find``'s, in the database as it is then.
-    """
+def execute(request: KeyRequest, flow: Callable[[IdempotencyKey], None]) -> Outcome:
+    """Run ``flow`` once per (user, key); replay its stored response afterwards."""
     fp = request.fingerprint
     while True:
-        record = _acquire(request, fp, lookup)
-        lookup = record_find
+        record = _acquire(request, fp)
         if record.is_finished:
             return Outcome.of(record, replayed=True)
         try:

@@ -12,118 +12,71 @@ behaviour matrix of docs/design.md:
 4. the body, by the view's serializer: 400 ``validation-error``, never stored;
 5. the core: replay, 409 in flight, 422 mismatch, or run the flow.
 
-A token request's replay is answered before all of this, by the fast path in
-``idempotency/replay.py`` (the same checks, the same bytes); whatever it does
-not answer comes here with what it read: the token authenticates without a
-second SELECT (``ReadTokenAuthentication``) and the core's first look reuses the
-record (``read_once``).
-
-``IDEMPOTENCY_ENABLED=false`` (benchmarks, the test that the other layers hold
-alone) is read by this integration only (here, and by the fast path, which then
-answers nothing): the flow runs without the core (``idempotency/unkeyed.py``),
-and nothing is looked up or replayed.
+Step 5 calls the function the setting ``IDEMPOTENCY_RUNNER`` names, read on
+every request; without it, ``idempotency.core.execute``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.utils.module_loading import import_string
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.authentication import BaseAuthentication
-from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import MethodNotAllowed, NotFound
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from edge.api import current_user_id
-from edge.auth import TokenAuthentication
 from edge.bounds import fits_column
 from edge.errors import PROBLEM_CONTENT_TYPE
 from edge.openapi import ProblemSerializer
-from idempotency.core import KeyRequest, Lookup, Outcome, execute
-from idempotency.header import HEADER, HEADER_PATTERN, parse_idempotency_key
+from idempotency.core import KeyRequest, Outcome
+from idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 from idempotency.models import IdempotencyKey
-from idempotency.sql import record_find
-from idempotency.unkeyed import run_unkeyed
 from observability import context, tracking
 
 JSON_CONTENT_TYPE = "application/json"
 REPLAYED_HEADER = "Idempotent-Replayed"
+# What runs a keyed request (``IDEMPOTENCY_RUNNER`` names another): the core.
+DEFAULT_RUNNER = "idempotency.core.execute"
 
 
-@dataclass(frozen=True)
-class TokenRead:
-    """What the replay's fast path read before the view: the token presented (None: no
-    such token) with its user, and that user's record under the request's key."""
+# --- The Idempotency-Key header: a bare token or an RFC 8941 sf-string ---------------
 
-    token_key: str
-    key: str
-    token: Token | None
-    record: IdempotencyKey | None
+HEADER = "Idempotency-Key"
 
-
-# The attribute of the Django request that holds it (DRF's Request reads it through).
-FAST_PATH_READ = "idempotency_fast_path_read"
+# 1-255 characters that need no escaping anywhere: URLs, logs, sf-strings.
+_KEY_CHARS = r"[A-Za-z0-9\-_.:~]{1,255}"
+_KEY_PATTERN = re.compile(_KEY_CHARS)
+# The header as the schema states it: the key bare, or quoted as an sf-string.
+HEADER_PATTERN = rf'^(?:{_KEY_CHARS}|"{_KEY_CHARS}")$'
 
 
-class ReadTokenAuthentication(TokenAuthentication):
-    """The API's token authentication, reusing the token the fast path read.
-
-    Every check of DRF's class is kept (header syntax, unknown token, inactive
-    user, the column bound of ``edge.auth``); only the SELECT is saved. Anything
-    else (nothing read, another token, a token unknown or its user inactive) goes
-    to DRF's own query and its own refusal, word for word.
-    """
-
-    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
-        self._read: TokenRead | None = getattr(request._request, FAST_PATH_READ, None)
-        return super().authenticate(request)
-
-    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        read = self._read
-        if read is None or read.token_key != key or read.token is None:
-            return super().authenticate_credentials(key)
-        if not read.token.user.is_active:
-            return super().authenticate_credentials(key)  # DRF's refusal, in its words
-        return read.token.user, read.token
+def parse_idempotency_key(raw: str | None) -> str:
+    """The key from the header value: a bare token or an RFC 8941 sf-string."""
+    if raw is None:
+        raise IdempotencyKeyMissing()
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        # sf-string. Our character set has neither '"' nor '\\', so no unescaping.
+        value = value[1:-1]
+    if not _KEY_PATTERN.fullmatch(value):
+        raise IdempotencyKeyInvalid()
+    return value
 
 
-def read_once(request: Request) -> Lookup:
-    """The core's first look at the record (``core.execute``'s ``lookup``): the one the
-    fast path read moments ago with the caller's token, so a new key costs no second
-    SELECT. Any later look, or one for another user or key, reads the database."""
-    read = getattr(request._request, FAST_PATH_READ, None)
-    unused = [] if read is None or read.token is None else [(read.token.user_id, read.key)]
-
-    def lookup(*, user_id: int, key: str) -> IdempotencyKey | None:
-        if unused and unused.pop() == (user_id, key):
-            assert read is not None
-            return read.record
-        return record_find(user_id=user_id, key=key)
-
-    return lookup
+# --- The view -------------------------------------------------------------------------
 
 
 class IdempotentApi(APIView):
     """Base class of the endpoints that create or move money or stock."""
 
     idempotency_key: str
-
-    def get_authenticators(self) -> list[BaseAuthentication]:
-        authenticators = super().get_authenticators()
-        # (The schema generator's fake view documents DRF's token scheme, which this is.)
-        if getattr(self, "swagger_fake_view", False):
-            return authenticators
-        # The token the fast path read with the request's key record, not read again.
-        return [
-            ReadTokenAuthentication() if type(a) is TokenAuthentication else a
-            for a in authenticators
-        ]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -149,13 +102,9 @@ class IdempotentApi(APIView):
             path=request.path,
             body=request.data,
         )
-        # The layer's one switch, where it is plugged in: off (a benchmark, the test of
-        # the other layers) the flow runs without the core (idempotency/unkeyed.py).
+        run = import_string(getattr(settings, "IDEMPOTENCY_RUNNER", DEFAULT_RUNNER))
         with tracking.idempotent_request(route=route_of(request)) as done:
-            if settings.IDEMPOTENCY_ENABLED:
-                outcome = execute(key_request, flow, lookup=read_once(request))
-            else:
-                outcome = run_unkeyed(key_request, flow)
+            outcome = run(key_request, flow)
             done(outcome.replayed)
         return stored_response(outcome)
 

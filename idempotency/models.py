@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -81,11 +80,6 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.recovery_point})"
-
-    # Where the phases insert this record (``idempotency.phases.Journal``): None is
-    # the database; only the key layer switched off (``idempotency/unkeyed.py``) sets
-    # one that writes nothing. Not a column.
-    journal: Any = None
 
     @property
     def is_finished(self) -> bool:

@@ -32,9 +32,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from edge.errors import ApplicationError
+from idempotency import records
 from idempotency.errors import UnknownRecoveryPoint
 from idempotency.models import IdempotencyKey, RecoveryPoint
-from idempotency.sql import record_insert
 
 # --- What a phase returns ----------------------------------------------------------
 
@@ -127,6 +127,8 @@ def atomic_phase(
 
 
 def _phase(record: IdempotencyKey, work: Callable[[], PhaseResult], *, insert_first: bool) -> None:
+    # One transaction: the record's INSERT or fenced UPDATE and the business rows
+    # ``work`` writes commit together, or none of them does.
     with transaction.atomic():
         if insert_first and record.pk is None:
             _insert(record)
@@ -145,26 +147,10 @@ def _phase(record: IdempotencyKey, work: Callable[[], PhaseResult], *, insert_fi
             raise LockLost
 
 
-class Journal:
-    """Where a phase writes a new record: the database, in the phase's transaction.
-
-    The one seam of the phases: the HTTP integration with the key layer switched off
-    (``idempotency/unkeyed.py``) runs the same flows with a journal that writes
-    nothing, so the layer's cost can be measured and the other layers shown to hold
-    without it. A record never inserted has no ``pk``, so nothing else here (the
-    fenced UPDATE, ``release``) ever touches the database for it.
-    """
-
-    def insert(self, record: IdempotencyKey) -> None:
-        record_insert(record)
-
-
-STORED = Journal()
-
-
 def _insert(record: IdempotencyKey) -> None:
+    """``record.save(force_insert=True)``, through the record store (idempotency/records.py)."""
     try:
-        (record.journal or STORED).insert(record)
+        records.store().insert(record)
     except IntegrityError as error:
         # A concurrent request with the same key committed first (our INSERT waited
         # on its unique index entry). Start over: we will replay it. Raised inside

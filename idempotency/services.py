@@ -29,7 +29,7 @@ class ReapResult:
     batches: int
     longest_batch_s: float  # the longest single transaction (and so lock) the reaper held
     unfinished_kept: int  # unfinished records past the window: never reaped, reported
-    failed: int = 0  # records whose delete raised: left, counted by the caller's guard
+    failed: int = 0  # records whose delete raised: left, counted by the caller's failure isolation
 
 
 T = TypeVar("T")
@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 class Isolation(Protocol):
     """How a batch job runs one item so that its failure stays its own: the reconciler
-    registers its guard (``reconcile.desk.isolation.ItemGuard``: counted, backed off, a
+    registers its own (``reconcile.desk.isolation.FailureIsolation``: counted, backed off, a
     case after CASE_AFTER_FAILURES); without it, the reaper logs and skips."""
 
     def due(self, key: object) -> bool: ...
@@ -59,7 +59,7 @@ class LogAndSkip:
             return failed
 
 
-# Who isolates the reaper's records: the reconciler registers its guard at start-up
+# Who isolates the reaper's records: the reconciler registers its failure isolation at start-up
 # (reconcile/apps.py), so every caller (beat's task, the command, a pass) gets the
 # desk's counting without this layer importing the one above it.
 _isolation_factory: Callable[[], Isolation] = LogAndSkip
@@ -90,13 +90,13 @@ def idempotency_key_reap(
     now = now or timezone.now()
     isolation = isolation or _isolation_factory()
     cutoff = now - timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL)
-    table = IdempotencyKey._meta.db_table
     # SKIP LOCKED: a record a request is replaying right now is simply left for the
-    # next batch instead of making the reaper wait.
+    # next batch instead of making the reaper wait. (IdempotencyKey's table.)
     sql = (
-        f"DELETE FROM {table} WHERE id IN ("  # noqa: S608 - the table name is ours
-        f"  SELECT id FROM {table} WHERE recovery_point = %s AND finished_at < %s"
-        f"  AND id <> ALL(%s) ORDER BY finished_at LIMIT %s FOR UPDATE SKIP LOCKED)"
+        "DELETE FROM idempotency_idempotencykey WHERE id IN ("
+        "  SELECT id FROM idempotency_idempotencykey"
+        "  WHERE recovery_point = %s AND finished_at < %s"
+        "  AND id <> ALL(%s) ORDER BY finished_at LIMIT %s FOR UPDATE SKIP LOCKED)"
     )
     left: list[int] = []  # records that failed (or back off) this run: not batched again
     deleted = batches = 0

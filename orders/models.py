@@ -58,8 +58,7 @@ class Order(models.Model):
     row and changes nothing. The instance a service locked keeps the status it
     read unless the service reads it again (``order_cancel`` does: it returns
     the order). The moves: UNPAID -> PAID in
-    ``payments.services.payment_settle`` (for many orders at once,
-    ``payments.batches.payment_settle_many``), UNPAID -> CANCELLED in
+    ``payments.services.payment_settle``, UNPAID -> CANCELLED in
     ``orders.services.order_cancel``, PAID -> REFUNDED in
     ``payments.refunds.refund_settle``, and back REFUNDED -> PAID when a refund
     reverses (the provider could not pay it out) in ``payments.reversals``.

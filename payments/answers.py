@@ -2,7 +2,7 @@
 
 One definition for every path that finishes a pay request: the flow's last
 phase (``payments/flows.py``), a retry resuming it, and the reconciler's
-completer (``reconcile/recovery/completion_batch.py``) storing the answer of a
+completer (``reconcile/recovery/completion.py``) storing the answer of a
 request whose client walked away.
 """
 

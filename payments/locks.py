@@ -9,9 +9,6 @@ the order comes first (``orders.locks``, which a cancel and an expiry use too:
 it is the row every one of them shares, and the one whose lock serialises
 them), the attempt after it. A reader of any writer sees the order in the
 helper's name, not in a comment that could drift.
-
-The batch settlement (``payments.batches``) is the one fast path that spells the
-same order in SQL (its orders ``ORDER BY id FOR UPDATE``, then the attempts).
 """
 
 from __future__ import annotations

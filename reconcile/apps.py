@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class ReconcileConfig(AppConfig):
-    """Background work that leaves nothing uncertain, and the audit that proves it."""
+    """Background work that leaves nothing uncertain (its audit: operations/audit/)."""
 
     name = "reconcile"
     verbose_name = "Reconciliation"
@@ -12,18 +12,13 @@ class ReconcileConfig(AppConfig):
         from observability.metrics.gauges import count_and_age_gauges, register
         from reconcile import selectors
         from reconcile.desk import selectors as desk
-        from reconcile.desk.isolation import REAP, ItemGuard
+        from reconcile.desk.isolation import REAP, FailureIsolation
 
-        # The reaper's records go through the desk's guard, whoever runs the reaper.
-        reap_isolation_register(lambda: ItemGuard(job=REAP, subject_type="record"))
+        # The reaper's records go through the desk's failure isolation, whoever runs the reaper.
+        reap_isolation_register(lambda: FailureIsolation(job=REAP, subject_type="record"))
 
-        # What the daily statement left for people and for refunds (docs/operating.md).
+        # Stray captures not refunded yet (docs/operating.md).
         register(
-            *count_and_age_gauges(
-                "onceshop_statement_discrepancies_open",
-                "statement discrepancy not resolved yet (invariant 7)",
-                selectors.statement_discrepancies_open,
-            ),
             *count_and_age_gauges(
                 "onceshop_stray_captures_unrefunded",
                 "capture a statement listed for no attempt of ours, not refunded yet",

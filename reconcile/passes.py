@@ -7,8 +7,6 @@ A job is one ``run_once()``; a pass is all of them in a sensible order:
    amounts): roll forward, or book orphaned captures and start their refunds;
 3. reconcile refunds: settle unknown ones, send orphan refunds (after 1 and 2
    started some);
-   then what the daily statement left for later: lines whose attempt was in
-   flight, refunds of stray captures, unmatched notifications of captures;
 4. complete abandoned requests whose attempt was settled some other way;
 5. expire unpaid orders (after 1, an attempt that was failed frees its order);
 6. reap idempotency records past their retention window;
@@ -17,7 +15,8 @@ A job is one ``run_once()``; a pass is all of them in a sensible order:
    and close those the machine settled meanwhile.
 
 Beat runs each job as its own task at its own pace (config/settings/background.py);
-``manage.py reconcile --once`` runs the whole pass.
+``manage.py reconcile --once`` runs the whole pass, with the statement's jobs in
+it (operations/statements/passes.py: the core never imports the operations).
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from reconcile.recovery import (
     unsettled_payments,
     unsettled_refunds,
 )
-from reconcile.statements import jobs as statement_jobs
 
 
 @dataclass(frozen=True)
@@ -58,17 +56,12 @@ EXPIRE_ORDERS = Job("expire-orders", expiry.run_once)
 REAP_KEYS = Job("reap-keys", idempotency_key_reap)
 FULFIL_ORDERS = Job("fulfil-orders", fulfilment.run_once)
 OPEN_CASES = Job("open-cases", cases_run_once)
-# Daily, not part of a pass: yesterday's statement (see statement_jobs).
-RECONCILE_STATEMENT = Job("reconcile-statement", statement_jobs.daily_run_once)
-# In every pass: what a statement left for later (pending lines, stray refunds).
-STATEMENT_LEFTOVERS = Job("statement-leftovers", statement_jobs.leftovers_run_once)
 
 # The order of a pass (see the module docstring for why).
 JOBS = [
     RECONCILE_PAYMENTS,
     RECONCILE_NOTIFICATIONS,
     RECONCILE_REFUNDS,
-    STATEMENT_LEFTOVERS,
     COMPLETE_REQUESTS,
     EXPIRE_ORDERS,
     REAP_KEYS,

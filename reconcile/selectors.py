@@ -19,7 +19,7 @@ from observability.selectors import count_and_age
 from orders.models import Order
 from payments.disputes import HOLDING_STATUSES
 from payments.models import Dispute, Payment, PaymentStatus, Refund, RefundAttemptStatus
-from reconcile.models import StatementDiscrepancy, StrayCapture
+from reconcile.models import StrayCapture
 
 # What a record names when it made (or is making) a payment or a refund attempt.
 PAYMENT_RESOURCE = "payment"
@@ -130,11 +130,6 @@ def notifications_unresolved(
 
 
 # --- The operators' gauges (docs/operating.md): few rows, read at scrape time ----------
-
-
-def statement_discrepancies_open() -> tuple[float, float]:
-    """Open statement discrepancies (the partial index of open ones): count, oldest age."""
-    return count_and_age(StatementDiscrepancy.objects.filter(resolved_at__isnull=True), "opened_at")
 
 
 def stray_captures_unrefunded() -> tuple[float, float]:

@@ -10,7 +10,6 @@ from typing import Any
 
 from celery import shared_task
 
-from reconcile.audit.run import audit_run
 from reconcile.passes import (
     COMPLETE_REQUESTS,
     EXPIRE_ORDERS,
@@ -19,8 +18,6 @@ from reconcile.passes import (
     RECONCILE_NOTIFICATIONS,
     RECONCILE_PAYMENTS,
     RECONCILE_REFUNDS,
-    RECONCILE_STATEMENT,
-    STATEMENT_LEFTOVERS,
     job_run,
 )
 
@@ -58,21 +55,3 @@ def fulfil_paid_orders() -> dict[str, Any] | None:
 @shared_task
 def open_cases() -> dict[str, Any] | None:
     return job_run(OPEN_CASES)
-
-
-@shared_task
-def audit_books() -> int:
-    """Run the audit; its findings and time land in the heartbeats (the alert's gauge)."""
-    return len(audit_run().findings)
-
-
-@shared_task
-def reconcile_statement() -> dict[str, Any] | None:
-    # The lock only saves a second instance the download: the import's unique
-    # constraints, not the lock, make a concurrent or repeated run change nothing.
-    return job_run(RECONCILE_STATEMENT)
-
-
-@shared_task
-def reconcile_statement_leftovers() -> dict[str, Any] | None:
-    return job_run(STATEMENT_LEFTOVERS)

@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from config.celery import app as celery_app
 from config.i18n import compile_catalogues
-from edge import ratelimit
+from edge import throttling
 from orders.models import Order, Product
 from tests.factories import ProductFactory, UserFactory
 from tests.workers import RUNNING, TEST_QUEUE, Worker, start_worker
@@ -267,7 +267,7 @@ def still_clock(monkeypatch: pytest.MonkeyPatch) -> float:
     window (a window ending mid-test would reset a count). Only the windows' clock:
     Redis expiries, the database and everything else keep real time."""
     now = time.time()
-    monkeypatch.setattr(ratelimit, "clock", lambda: now)
+    monkeypatch.setattr(throttling, "clock", lambda: now)
     return now
 
 

@@ -246,7 +246,7 @@ def test_the_reader_finds_what_it_must():
     """The rules above, on made-up text: each kind of reference found, each fault caught."""
     source = ROOT / "docs" / "design.md"
     text = (
-        "`payments/flows.py` and docs/audit.md; see `checks/captures.py` after `reconcile/audit/`;"
+        "`payments/flows.py` and docs/audit.md; see `checks/captures.py` after `operations/audit/`;"
         " `tests/test_docs_references.py::test_nothing_cites_the_old_external_contract_file`"
         " then `…::test_the_reader_finds_what_it_must[one]` and `…::test_every_file_…`"
     )
@@ -257,8 +257,8 @@ def test_the_reader_finds_what_it_must():
         "test_every_file_…",
     ]
     assert (
-        _resolve("checks/captures.py", source, ["reconcile/audit/"])
-        == ROOT / "reconcile/audit/checks/captures.py"
+        _resolve("checks/captures.py", source, ["operations/audit/"])
+        == ROOT / "operations/audit/checks/captures.py"
     )
     assert _resolve("checks/captures.py", source, []) is None
     assert _resolve("payments/no_such_module.py", source, []) is None

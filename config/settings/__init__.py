@@ -71,6 +71,9 @@ INSTALLED_APPS = [
     "payments",
     "reconcile",
     "callbacks",
+    # Operations, beside the core (operations/): they import it, it never imports them.
+    "operations.audit",
+    "operations.statements",
 ]
 # The apps a plugin adds (see "Plugins" at the end): the demo's pages and its
 # stand-in provider, in the demo profile. Empty in production and in a fork that
@@ -104,9 +107,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last: a token request's replay answered from its record (idempotency/replay.py),
-    # after every middleware above, each of which also runs on the answer's way out.
-    "idempotency.replay.ReplayMiddleware",
+    # Last: a token request's replay answered from its record (a fast path:
+    # fastpaths/replay.py), after every middleware above, each of which also runs on
+    # the answer's way out.
+    "fastpaths.replay.ReplayMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -163,7 +167,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "storefront:login"
 LOGIN_REDIRECT_URL = "storefront:home"
 # Database sessions that treat a session cookie no row can hold (a NUL) as unknown.
-SESSION_ENGINE = "edge.sessions"
+SESSION_ENGINE = "edge.auth"
 
 # --- Auth, i18n, static -----------------------------------------------------------
 # Django's four: not like the username or e-mail, 8+ characters, not one of the 20,000
@@ -203,9 +207,19 @@ IDEMPOTENCY_KEY_TTL = env_int("IDEMPOTENCY_KEY_TTL", 24 * 3600)
 # process) and a retry may take over. Must exceed the slowest phase, i.e. the
 # provider timeout plus database work, with a wide margin.
 IDEMPOTENCY_LOCK_TIMEOUT = env_int("IDEMPOTENCY_LOCK_TIMEOUT", 60)
+# Where the core looks a key's record up and inserts it (idempotency/records.py, the
+# ORM, without this setting): the same two statements in hand-written SQL, the first
+# look taken from the replay middleware's read (a fast path: fastpaths/records.py).
+IDEMPOTENCY_RECORDS = "fastpaths.records"
 # Bench-only switch: False turns the Idempotency-Key layer off so `make bench` can
-# measure its cost and tests can show the other layers hold on their own.
+# measure its cost and tests can show the other layers hold on their own. The layer
+# is switched where it is plugged in: the function that runs a keyed request
+# (IDEMPOTENCY_RUNNER, idempotency.core.execute without it) and the record store
+# become the layer-off plug's (fastpaths/unkeyed.py, whose LAYER_OFF says the same).
 IDEMPOTENCY_ENABLED = env_bool("IDEMPOTENCY_ENABLED", True)
+if not IDEMPOTENCY_ENABLED:
+    IDEMPOTENCY_RUNNER = "fastpaths.unkeyed.run_unkeyed"
+    IDEMPOTENCY_RECORDS = "fastpaths.unkeyed"
 
 # --- Orders -----------------------------------------------------------------------
 ORDER_TTL_S = env_int("ORDER_TTL_S", 900)

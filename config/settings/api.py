@@ -8,7 +8,9 @@ from config.settings.profile import env_int, env_str
 # --- API ------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "edge.auth.TokenAuthentication",
+        # edge.auth.TokenAuthentication, taking the token the replay middleware read
+        # with the key's record instead of reading it again (a fast path: fastpaths/auth.py).
+        "fastpaths.auth.ReadTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

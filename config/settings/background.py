@@ -71,12 +71,21 @@ RECONCILE_BACKOFF_CAP_S = env_int("RECONCILE_BACKOFF_CAP_S", 3600)
 # A pass stops taking new work after this long, so a task ends well inside
 # CELERY_TASK_TIME_LIMIT; what is left waits for the next beat.
 RECONCILE_PASS_BUDGET_S = env_int("RECONCILE_PASS_BUDGET_S", 240)
-# Provider questions the reconciler asks at once (query, close), each on its own
-# kept-alive connection, none while holding a transaction or a row lock. Bounded:
-# the provider is a third party with its own limits. Since answers are settled a
-# batch at a time, 16 at once makes a pass about 2x faster than one at a time in
-# `make bench` (docs/benchmarks.md); beyond that, on 2 cores, CPU is the bound.
+# Provider questions the batched reconcile pass (RECONCILE_PAYMENT_PASS, below) asks at
+# once (query, close), each on its own kept-alive connection, none while holding a
+# transaction or a row lock. Bounded: the provider is a third party with its own
+# limits. Since answers are settled a batch at a time, 16 at once makes a pass about
+# 2x faster than one at a time in `make bench` (docs/benchmarks.md); beyond that, on 2
+# cores, CPU is the bound.
 RECONCILE_CONCURRENCY = env_int("RECONCILE_CONCURRENCY", 16)
+# The reconcile job's pass over due payment attempts, as a dotted path. Shipped: the
+# batched pass of fastpaths/reconcile.py, which asks a batch's questions at once and
+# settles the plain answers in a few statements per batch, and writes the same rows as
+# the core's plain pass, reconcile.recovery.unsettled_payments.reconcile_due (the
+# default when no setting names one).
+RECONCILE_PAYMENT_PASS = env_str(
+    "RECONCILE_PAYMENT_PASS", "fastpaths.reconcile.reconcile_due_batched"
+)
 # The single-runner lock outlives the longest pass (the task's hard time limit) with
 # a margin, so it never expires under a live runner; a killed runner's lock frees
 # itself after this long.
@@ -128,17 +137,19 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Yesterday's statement, once its day is over at the provider: 00:30 UTC leaves
     # the provider half an hour to settle the day's last charges into it.
     "reconcile-statement": {
-        "task": "reconcile.tasks.reconcile_statement",
+        "task": "operations.statements.tasks.reconcile_statement",
         "schedule": crontab(hour=0, minute=30),
         "options": {"expires": 3600.0},
     },
     # What a statement left for later (lines in flight, stray refunds): with the refunds.
-    "reconcile-statement-leftovers": every(60.0, "reconcile.tasks.reconcile_statement_leftovers"),
+    "reconcile-statement-leftovers": every(
+        60.0, "operations.statements.tasks.reconcile_statement_leftovers"
+    ),
     # The desk's cases that time opens (CASE_AFTER_S is a day: a minute is exact enough).
     "open-cases": every(60.0, "reconcile.tasks.open_cases"),
     # A safety net for a lost fulfil message, not the normal path: every 5 minutes.
     "fulfil-paid-orders": every(300.0, "reconcile.tasks.fulfil_paid_orders"),
     # Feeds the audit-findings alert (docs/operating.md): 15 minutes keeps the cost of
     # the provider's wallet reads low, and a drift is still seen within the hour.
-    "audit-books": every(900.0, "reconcile.tasks.audit_books"),
+    "audit-books": every(900.0, "operations.audit.tasks.audit_books"),
 }

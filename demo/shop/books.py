@@ -3,7 +3,7 @@
 Reads only. The four tables are the article's: orders, ledger, inventory and
 idempotency records; "agree" means the same numbers as the audit's invariants
 (docs/design.md), shown side by side so a person can see them agree. The
-verdict itself is the audit's (``reconcile.audit.run``), not a second audit.
+verdict itself is the audit's (``operations.audit.run``), not a second audit.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from callbacks.models import ProviderNotification
 from demo.shop.labels import notification_outcome
 from idempotency.models import IdempotencyKey, RecoveryPoint
 from observability.metrics.gauges import GaugeValue, gauge_values
+from operations.audit.run import audit_run
 from orders.models import InventoryMovement, Order, OrderLine, Product, Shipment
 from payments.models import MONEY_IN_KINDS, UNSETTLED_STATUSES, LedgerEntry, Payment
 from payments.providers import KeepsWallets, get_provider
-from reconcile.audit.run import audit_run
 from reconcile.desk.approvals import case_awaiting_approval
 from reconcile.desk.selectors import case_actions, cases_open
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_noop as _
 
+from operations.audit.run import audit_checks as run_checks
 from payments.providers import get_provider
-from reconcile.audit.run import audit_checks as run_checks
 
 
 @dataclass(frozen=True)
@@ -121,9 +121,9 @@ CONCEPTS = (
         _("Reconciliation: ask the provider, never guess; fence with `close`"),
         (
             "reconcile.recovery.unsettled_payments.payment_reconcile",
+            "reconcile.recovery.unsettled_payments.reconcile_due",
             "reconcile.recovery.unsettled_payments.run_once",
             "reconcile.recovery.unsettled_payments.payment_ask",
-            "reconcile.recovery.unsettled_payments.payment_answers_apply",
         ),
         (),
         "docs/reconciliation.md",
@@ -142,7 +142,7 @@ CONCEPTS = (
     ),
     Concept(
         _("The audit and its checks"),
-        ("reconcile.audit.run.audit_run", "reconcile.audit.run.CHECKS"),
+        ("operations.audit.run.audit_run", "operations.audit.run.CHECKS"),
         (),
         "docs/audit.md",
     ),

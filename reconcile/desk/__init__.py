@@ -3,7 +3,7 @@
 - ``models.py``: ``Case`` (one open case per subject, a permission per action),
   ``CaseAction`` (who did what, and why), ``CaseApproval`` (a refund or accept
   waiting for a second person) and ``ItemFailure`` (the failure count of a batch item);
-- ``isolation.py``: the guard every batch job runs its items through;
+- ``isolation.py``: failure isolation, which every batch job runs its items through;
 - ``services.py``: opening cases (and the beat job that opens the due ones);
 - ``actions.py``: the actions a person takes on a case (``money.py``: refund and
   accept; ``approvals.py``: the second person above ``DESK_APPROVAL_ABOVE``);

@@ -32,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.statements.models import StatementDiscrepancy
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
 from payments.providers import (
     CustomerActionRequired,
@@ -47,7 +48,6 @@ from reconcile.desk.models import (
     CaseState,
     ItemFailure,
 )
-from reconcile.models import StatementDiscrepancy
 
 logger = logging.getLogger(__name__)
 

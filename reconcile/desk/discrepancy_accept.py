@@ -2,17 +2,17 @@
 
 The line (or the ledger entry) names an attempt of the shop's; the provider is
 asked about it, and only a confirmed success is applied, by the services every
-other path settles through (``payment_apply_truth``, ``refund_settle``), so a
+other path settles through (``payment_settle_from_account``, ``refund_settle``), so a
 second click, or a pass running beside it, settles the attempt once.
 """
 
 from __future__ import annotations
 
+from operations.statements.models import LineKind, StatementDiscrepancy
 from payments.models import Payment, Refund
 from payments.providers import ChargeStatus, PaymentProvider, RefundStatus
 from payments.refunds import refund_settle
-from reconcile.models import LineKind, StatementDiscrepancy
-from reconcile.recovery.unsettled_payments import SETTLED, payment_apply_truth
+from reconcile.recovery.unsettled_payments import SETTLED, payment_settle_from_account
 
 
 def discrepancy_accept(
@@ -28,7 +28,7 @@ def discrepancy_accept(
             return False, f"the provider's word on {payment.out_trade_no}: " + (
                 account.status if account else "no charge"
             )
-        resolution = payment_apply_truth(payment_id=payment.pk, account=account)
+        resolution = payment_settle_from_account(payment_id=payment.pk, account=account)
         return resolution.value in SETTLED, f"the provider's word on {payment.out_trade_no}: " + (
             f"captured, {resolution.value}"
         )

@@ -1,10 +1,10 @@
-"""One bad item never stops a pass: the guard every batch job runs its items through.
+"""One bad item never stops a pass: failure isolation, which every batch job runs its items in.
 
-    guard = ItemGuard(job=NOTIFICATIONS, subject_type="notification")
+    isolation = FailureIsolation(job=NOTIFICATIONS, subject_type="notification")
     for notification in batch:
-        if not guard.due(notification.pk):
+        if not isolation.due(notification.pk):
             continue                         # failed lately: backing off
-        result = guard.run(
+        result = isolation.run(
             key=notification.pk,
             reference=notification.notify_id,
             work=lambda: notification_resolve(notification=notification, provider=provider),
@@ -12,9 +12,9 @@
         )
 
 An item's writes commit or roll back in its own transactions (the services'
-``atomic`` blocks), never together with another item's: the guard opens no
+``atomic`` blocks), never together with another item's: the isolation opens no
 transaction around the work, because an item may call the provider, and no row
-lock is held while the provider is asked. When the work raises, the guard
+lock is held while the provider is asked. When the work raises, the isolation
 
 - logs the error with the item's reference,
 - counts it in ``ItemFailure`` (committed on its own, so the count stays however
@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# The jobs whose items the guard counts (``ItemFailure.job``), and the subject each
+# The jobs whose items failure isolation counts (``ItemFailure.job``), and the subject each
 # item is (a key of the audit's finding ids, so the audit sees the case holding it).
 PAYMENTS = "payments"
 ORPHAN_REFUNDS = "orphan-refunds"
@@ -106,8 +106,9 @@ _FAILED = """
 """
 
 
-class ItemGuard:
-    """A batch job's guard for one pass (see the module doc)."""
+class FailureIsolation:
+    """Isolates the failure of one item of a batch job's pass, so the pass goes on, and
+    records it (see the module doc)."""
 
     def __init__(self, *, job: str, subject_type: str) -> None:
         self.job = job
@@ -203,7 +204,7 @@ class ItemGuard:
             )
         except DatabaseError:
             # The failure is counted; its case is tried again at the next failure. The
-            # guard never raises: the rest of the batch goes on.
+            # isolation never raises: the rest of the batch goes on.
             logger.exception(
                 "%s %s (%s): failed %d times, and its case not opened",
                 self.job,

@@ -9,7 +9,7 @@
   as the reconciler does (``payment_reconcile`` / ``refund_reconcile``); for a
   statement discrepancy, the provider's confirmed answer about the line's (or
   the ledger entry's) attempt is applied by the normal settle service
-  (``payment_apply_truth`` / ``refund_settle``), and the discrepancy resolved.
+  (``payment_settle_from_account`` / ``refund_settle``), and the discrepancy resolved.
 
 What moved money is recorded whoever closed the case first (``_moved``). When
 the provider cannot answer, these raise ``ProviderOutcomeUnknown`` before
@@ -22,6 +22,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from callbacks.models import ProviderNotification
+from operations.statements.models import LineKind, StatementDiscrepancy
 from payments.models import Payment, Refund
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from reconcile.desk.actions import (
@@ -33,7 +34,6 @@ from reconcile.desk.actions import (
     record_action,
 )
 from reconcile.desk.models import Case, CaseActionKind
-from reconcile.models import LineKind, StatementDiscrepancy
 
 
 def carry_out(

@@ -21,9 +21,9 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.statements.models import StatementDiscrepancy
 from payments.models import UNSETTLED_REFUND_STATUSES, UNSETTLED_STATUSES, Payment, Refund
 from reconcile.desk.models import Case, CaseKind, CaseState
-from reconcile.models import StatementDiscrepancy
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def cases_run_once() -> CaseCounts:
 
 
 def _open_due() -> int:
-    # Each subject's case is opened through the guard (one job per kind of subject,
+    # Each subject's case is opened through failure isolation (one job per kind of subject,
     # as a job's keys are one table's ids): one whose case cannot be written (a
     # refused row, data that makes the summary raise) is counted and backs off, and
     # every other subject still gets its case.
@@ -157,15 +157,15 @@ def _open_each(
     open_one: Callable[[M], int | None],
     reference_of: Callable[[M], str],
 ) -> int:
-    """Open each row's case through the job's guard; how many it opened."""
-    from reconcile.desk.isolation import ItemGuard
+    """Open each row's case in the job's failure isolation; how many it opened."""
+    from reconcile.desk.isolation import FailureIsolation
 
-    guard = ItemGuard(job=job, subject_type=subject_type)
+    isolation = FailureIsolation(job=job, subject_type=subject_type)
     opened = 0
     for row in rows:
-        if not guard.due(row.pk):
+        if not isolation.due(row.pk):
             continue  # failed lately: backing off
-        case_id = guard.run(
+        case_id = isolation.run(
             key=row.pk, reference=reference_of(row), work=partial(open_one, row), failed=None
         )
         opened += case_id is not None

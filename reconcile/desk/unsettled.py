@@ -1,5 +1,6 @@
 """Each job's items still to settle, read off the books, and the sweep that clears the
-failed items settled since by any path (see ``isolation.py``, the guard that counts them).
+failed items settled since by any path (see ``isolation.py``, the failure isolation that
+counts them).
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from django.db.models import Q, QuerySet
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from operations.statements.models import (
+    LineOutcome,
+    StatementDiscrepancy,
+    StatementImport,
+    StatementLine,
+)
 from payments.models import (
     UNSETTLED_REFUND_STATUSES,
     UNSETTLED_STATUSES,
@@ -41,13 +48,7 @@ from reconcile.desk.isolation import (
     failure_clear,
 )
 from reconcile.desk.models import Case, CaseKind, CaseState, ItemFailure
-from reconcile.models import (
-    LineOutcome,
-    StatementDiscrepancy,
-    StatementImport,
-    StatementLine,
-    StrayCapture,
-)
+from reconcile.models import StrayCapture
 from reconcile.selectors import payments_orphaned_without_refund
 
 

@@ -5,11 +5,11 @@ Payment attempts and refund attempts are reconciled the same way (see
 both models carry a ``status``, ``updated_at`` (the age of the attempt: its
 last real change) and the bookkeeping ``reconcile_attempts`` /
 ``next_reconcile_at``. This module is the one implementation of how due rows
-are leased, handed back and backed off, and of the budgeted loop over batches.
+are leased, handed back and backed off; each pass loops over its batches itself.
 
-Claiming: rows are leased in one short statement (``UPDATE ... WHERE id IN
-(SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING *``) and processed after
-it committed, so no row lock is held while we wait on the provider. Two
+Claiming: rows are leased in one short transaction (the due rows read with
+``select_for_update(skip_locked=True)``, their lease written, committed) and
+processed after it, so no row lock is held while we wait on the provider. Two
 reconcilers get disjoint batches; even if a lease runs out under a slow one,
 the settle services are conditional and settle each attempt once.
 """
@@ -17,16 +17,13 @@ the settle services are conditional and settle each attempt once.
 from __future__ import annotations
 
 import random
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from django.conf import settings
-from django.db import models
-from django.db.models import F
-from django.utils import timezone
+from django.db import models, transaction
+from django.db.models import F, Q
 
 # Backoff exponents stop here: 2**20 x the base is far past any sane cap anyway.
 _MAX_EXPONENT = 20
@@ -77,25 +74,23 @@ def claim_due(model: type[R], *, statuses: Sequence[str], now: datetime, limit: 
     simply not ours. ``updated_at`` is left alone (the age of an attempt is its
     last real change, not our bookkeeping).
     """
-    table = model._meta.db_table
-    placeholders = ", ".join(["%s"] * len(statuses))
-    sql = f"""
-        UPDATE {table} SET next_reconcile_at = %s
-        WHERE id IN (
-            SELECT id FROM {table}
-            WHERE status IN ({placeholders}) AND updated_at <= %s
-              AND (next_reconcile_at IS NULL OR next_reconcile_at <= %s)
-            ORDER BY updated_at
-            LIMIT %s
-            FOR UPDATE SKIP LOCKED)
-        RETURNING *
-    """  # noqa: S608 - the table name is ours, every value is a parameter
     lease_until = now + timedelta(seconds=settings.RECONCILE_LEASE_S)
     due_before = now - timedelta(seconds=settings.RECONCILE_AFTER_S)
-    params = [lease_until, *statuses, due_before, now, limit]
-    # One statement in autocommit mode is its own short transaction: the row locks
-    # end with it, before any provider call.
-    return list(model._default_manager.raw(sql, params))
+    rows = model._default_manager
+    # A short transaction of its own: the row locks end with it, before any
+    # provider call.
+    with transaction.atomic():
+        due = list(
+            rows.select_for_update(skip_locked=True)
+            .filter(status__in=statuses, updated_at__lte=due_before)
+            .filter(Q(next_reconcile_at__isnull=True) | Q(next_reconcile_at__lte=now))
+            .order_by("updated_at")[:limit]
+        )
+        # QuerySet.update() leaves updated_at (auto_now) as it is.
+        rows.filter(pk__in=[row.pk for row in due]).update(next_reconcile_at=lease_until)
+    for row in due:
+        row.next_reconcile_at = lease_until  # type: ignore[attr-defined]
+    return due
 
 
 def hand_back(model: type[models.Model], *, rows: Sequence[Reconcilable]) -> int:
@@ -118,94 +113,3 @@ def retry_later(
         reconcile_attempts=F("reconcile_attempts") + 1,
         next_reconcile_at=now + timedelta(seconds=delay),
     )
-
-
-def drain(
-    model: type[R],
-    *,
-    statuses: Sequence[str],
-    settled: frozenset[str],
-    complete: Callable[[list[int]], int],
-    batch_size: int,
-    budget_s: float,
-    clock: Callable[[], float],
-    resolve: Callable[[R, Any], str] | None = None,
-    resolve_batch: Callable[[list[tuple[R, Any]]], list[str]] | None = None,
-    ask: Callable[[R], Any] | None = None,
-    concurrency: int = 1,
-) -> Counter[str]:
-    """Claim and resolve due rows, batch by batch, until none is due or time is up.
-
-    ``ask`` (optional) puts a batch's questions to the provider, up to
-    ``concurrency`` at once, in threads that touch no database: nothing is locked
-    or open while they wait. The answers (None without ``ask``) are then applied
-    in this thread, by one of:
-
-    - ``resolve``: each row's answer as it arrives, returning what it did (a
-      counter name);
-    - ``resolve_batch``: the batch's answers together, once all are in (or time
-      is up), returning what it did for each row, in order.
-
-    Rows whose outcome is in ``settled`` are final, and ``complete`` then
-    finishes the requests that made them (returning how many). Rows claimed but
-    not reached in time are handed back, due again at once.
-    """
-    if (resolve is None) == (resolve_batch is None):
-        raise TypeError("drain needs exactly one of resolve and resolve_batch")
-    deadline = clock() + budget_s
-    counts: Counter[str] = Counter()
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-
-        def claim_and_ask() -> tuple[list[R], Iterable[Any]]:
-            batch = claim_due(model, statuses=statuses, now=timezone.now(), limit=batch_size)
-            counts["claimed"] += len(batch)
-            # Every question goes out now; the answers are read lazily, in batch
-            # order, so the first are applied (or collected) while later ones are
-            # still out. (A question whose row is then handed back is asked again
-            # next time: reads and fences are safe to repeat.)
-            return batch, (pool.map(_answer_or_error(ask), batch) if ask else [None] * len(batch))
-
-        # The batches whose questions are out, oldest first: the one being read, and
-        # the next one, claimed and asked before this one's answers are read. The
-        # askers move on to it as this one's last answers come in, and it is answered
-        # while this one is settled and its requests finished: the provider is kept
-        # busy, the database work hidden behind its answers. (Its rows are leased
-        # already, so nobody else asks about them.)
-        out = deque([claim_and_ask()]) if clock() < deadline else deque()
-        while out and out[0][0]:
-            batch, answers = out.popleft()
-            if (ahead := claim_and_ask())[0]:
-                out.append(ahead)
-            outcomes: list[tuple[R, str]] = []
-            collected: list[tuple[R, Any]] = []
-            for index, (row, answer) in enumerate(zip(batch, answers, strict=True)):
-                if clock() >= deadline:
-                    for rows in (batch[index:], *(rows for rows, _ in out)):
-                        counts["handed_back"] += hand_back(model, rows=rows)  # type: ignore[arg-type]
-                    out.clear()
-                    break
-                if resolve is not None:
-                    outcomes.append((row, resolve(row, answer)))
-                else:
-                    collected.append((row, answer))
-            if resolve_batch is not None and collected:
-                done = resolve_batch(collected)
-                outcomes += zip([row for row, _ in collected], done, strict=True)
-            for _, outcome in outcomes:
-                counts[outcome] += 1
-            counts["completed"] += complete(
-                [row.pk for row, outcome in outcomes if outcome in settled]
-            )
-    return counts
-
-
-def _answer_or_error(ask: Callable[[R], Any]) -> Callable[[R], Any]:
-    # An exception in a worker thread is returned as the answer, so ``resolve`` can
-    # treat it as it would have treated it raised in line.
-    def safe(row: R) -> Any:
-        try:
-            return ask(row)
-        except Exception as error:
-            return error
-
-    return safe

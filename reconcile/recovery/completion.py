@@ -13,11 +13,10 @@ What it will not do is decide a payment. A record at ``payment_created`` whose
 attempt is still unsettled is left to the reconciler: running the flow would
 call the provider's charge, and a background job must not start charging a
 customer who walked away. The reconciler settles the attempt (query, or fence
-and fail) and then finishes its record: a batch of pay records at once
-(``complete_pay_requests``, the fast path in ``completion_batch.py``), or one by
-one (``record_complete``). A refund request
-at ``refund_created`` is treated the same way: the refund reconciler settles
-the refund (query, or send it again with the same derived key) first.
+and fail) and then finishes its record (``complete_requests_for``, one by one
+through ``record_complete``). A refund request at ``refund_created`` is treated
+the same way: the refund reconciler settles the refund (query, or send it again
+with the same derived key) first.
 
 A record at ``started`` holds no committed effect (the first phase inserts the
 record together with its business rows), so there is nothing to finish and
@@ -53,7 +52,7 @@ from payments.models import (
 from payments.providers import PaymentProvider, get_provider
 from payments.refund_flows import RefundPoint, order_refund_flow
 from payments.refunds import RefundRequest
-from reconcile.desk.isolation import COMPLETION, ItemGuard
+from reconcile.desk.isolation import COMPLETION, FailureIsolation
 from reconcile.selectors import (
     PAYMENT_RESOURCE,
     REFUND_RESOURCE,
@@ -255,12 +254,12 @@ def is_pay_request(record: IdempotencyKey) -> bool:
 def run_once(
     *, provider: PaymentProvider | None = None, batch_size: int = BATCH_SIZE
 ) -> CompleteCounts:
-    """Try every abandoned record once, each through the guard: a record that raises
+    """Try every abandoned record once, each in failure isolation: a record that raises
     (its row refused, a flow's bug) is counted, backs off and, after
     CASE_AFTER_FAILURES, is a case, while the pass finishes every other record."""
     provider = provider or get_provider()
     stale_before = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT)
-    guard = ItemGuard(job=COMPLETION, subject_type="record")
+    isolation = FailureIsolation(job=COMPLETION, subject_type="record")
     counts: Counter[str] = Counter()
     after_id = 0
     while batch := records_abandoned(
@@ -268,10 +267,10 @@ def run_once(
     ):
         after_id = batch[-1][0]
         for record_id, key in batch:
-            if not guard.due(record_id):
+            if not isolation.due(record_id):
                 continue  # failed lately: backing off
             counts["examined"] += 1
-            completed = guard.run(
+            completed = isolation.run(
                 key=record_id,
                 reference=key,
                 work=partial(_record_complete, record_id=record_id, provider=provider),

@@ -26,7 +26,7 @@ from django.utils import timezone
 from payments.disputes import dispute_apply
 from payments.models import Dispute, DisputeStatus
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown
-from reconcile.desk.isolation import DISPUTES, ItemGuard
+from reconcile.desk.isolation import DISPUTES, FailureIsolation
 from reconcile.desk.models import Case, CaseKind, CaseState
 from reconcile.desk.services import case_close_by_machine, case_open
 
@@ -34,18 +34,18 @@ from reconcile.desk.services import case_close_by_machine, case_open
 def disputes_refresh(*, provider: PaymentProvider) -> tuple[int, int]:
     """Ask again about every open dispute quiet for RECONCILE_BACKOFF_CAP_S: (asked, failed)."""
     quiet_since = timezone.now() - timedelta(seconds=settings.RECONCILE_BACKOFF_CAP_S)
-    guard = ItemGuard(job=DISPUTES, subject_type="dispute")
+    isolation = FailureIsolation(job=DISPUTES, subject_type="dispute")
     asked = 0
     for dispute in Dispute.objects.filter(status=DisputeStatus.OPEN, updated_at__lt=quiet_since):
-        if not guard.due(dispute.pk):
+        if not isolation.due(dispute.pk):
             continue
-        asked += guard.run(
+        asked += isolation.run(
             key=dispute.pk,
             reference=dispute.dispute_id,
             work=partial(_refresh, dispute=dispute, provider=provider),
             failed=False,
         )
-    return asked, guard.failed
+    return asked, isolation.failed
 
 
 def _refresh(*, dispute: Dispute, provider: PaymentProvider) -> bool:

@@ -24,7 +24,7 @@ from orders.locks import lock_order_unless_busy
 from orders.models import Order
 from orders.services import order_cancel
 from payments.services import order_cancel_blocker
-from reconcile.desk.isolation import EXPIRY, ItemGuard
+from reconcile.desk.isolation import EXPIRY, FailureIsolation
 
 # Orders read per query. Each is cancelled in its own transaction: one whose cancel
 # raises (a bad row, a broken trigger) rolls back alone, and the pass goes on.
@@ -65,7 +65,7 @@ def _expire(*, order_id: int, created_before: datetime) -> str | None:
 def run_once(*, batch_size: int = BATCH_SIZE) -> ExpireCounts:
     """Cancel every UNPAID order created more than ORDER_TTL_S ago, one by one."""
     created_before = timezone.now() - timedelta(seconds=settings.ORDER_TTL_S)
-    guard = ItemGuard(job=EXPIRY, subject_type="order")
+    isolation = FailureIsolation(job=EXPIRY, subject_type="order")
     done = {"expired": 0, "skipped": 0}
     after_id = 0
     while batch := list(
@@ -77,9 +77,9 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> ExpireCounts:
     ):
         after_id = batch[-1][0]
         for order_id, number in batch:
-            if not guard.due(order_id):
+            if not isolation.due(order_id):
                 continue  # failed lately: backing off
-            outcome = guard.run(
+            outcome = isolation.run(
                 key=order_id,
                 reference=number,
                 work=partial(_expire, order_id=order_id, created_before=created_before),
@@ -88,5 +88,5 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> ExpireCounts:
             if outcome is not None:
                 done[outcome] += 1
     return ExpireCounts(
-        expired=done["expired"], skipped_live_attempt=done["skipped"], failed=guard.failed
+        expired=done["expired"], skipped_live_attempt=done["skipped"], failed=isolation.failed
     )

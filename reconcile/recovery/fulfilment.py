@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from orders.models import Order
 from orders.services import shipment_create
-from reconcile.desk.isolation import FULFILMENT, ItemGuard
+from reconcile.desk.isolation import FULFILMENT, FailureIsolation
 from reconcile.selectors import orders_paid_unshipped
 
 # Orders per read; each costs three small statements in shipment_create.
@@ -41,7 +41,7 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> FulfilCounts:
     # The grace period leaves the normal path its time: the sweep is not a second,
     # racing fulfilment of every order, only of the ones the task missed.
     paid_before = timezone.now() - timedelta(seconds=settings.FULFIL_SWEEP_AFTER_S)
-    guard = ItemGuard(job=FULFILMENT, subject_type="order")
+    isolation = FailureIsolation(job=FULFILMENT, subject_type="order")
     examined = shipped = 0
     after_id = 0
     while batch := orders_paid_unshipped(
@@ -50,16 +50,16 @@ def run_once(*, batch_size: int = BATCH_SIZE) -> FulfilCounts:
         after_id = batch[-1]
         numbers = dict(Order.objects.filter(pk__in=batch).values_list("pk", "number"))
         for order_id in batch:
-            if not guard.due(order_id):
+            if not isolation.due(order_id):
                 continue  # failed lately: backing off
             examined += 1
             # Each shipment is its own transaction (shipment_create's): one that
             # raises is counted and rolled back alone.
-            shipment = guard.run(
+            shipment = isolation.run(
                 key=order_id,
                 reference=numbers.get(order_id, str(order_id)),
                 work=partial(shipment_create, order_id=order_id),
                 failed=None,
             )
             shipped += shipment is not None
-    return FulfilCounts(examined=examined, shipped=shipped, failed=guard.failed)
+    return FulfilCounts(examined=examined, shipped=shipped, failed=isolation.failed)

@@ -9,7 +9,7 @@ this job asks the provider about what it names — the charge (by the
 provider's id the notification carries), the refund, the dispute; the query is
 the truth, the notification only the reason to ask — and settles from that:
 
-    payment_apply_truth: settle, roll forward, or book and refund an orphaned
+    payment_settle_from_account: settle, roll forward, or book and refund an orphaned
                          capture (payments/orphans.py)
     stray_capture_take:  a second capture naming the reference of an attempt
                          that has its own: booked as a stray, and refunded
@@ -23,7 +23,7 @@ contradicts the books, or denies what it notified), the notification becomes a
 ``contradicted`` case for a person and is not asked about again while the case
 is open. (A provider that does not answer is asked again at the next pass.)
 UNMATCHED notifications (a reference we hold no attempt for) have nothing to
-settle against: they are the statement's and the desk's (``reconcile/statements/jobs.py``).
+settle against: they are the statement's and the desk's (``operations/statements/jobs.py``).
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from payments.models import Payment, Refund
 from payments.providers import ChargeStatus, PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_settle
 from payments.services import Settlement
-from reconcile.desk.isolation import NOTIFICATIONS, ItemGuard
+from reconcile.desk.isolation import NOTIFICATIONS, FailureIsolation
 from reconcile.desk.models import CaseKind
 from reconcile.desk.selectors import notifications_held
 from reconcile.desk.services import case_open
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.recovery.strays import stray_capture_take
-from reconcile.recovery.unsettled_payments import SETTLED, payment_apply_truth
+from reconcile.recovery.unsettled_payments import SETTLED, payment_settle_from_account
 from reconcile.selectors import PAYMENT_RESOURCE, REFUND_RESOURCE, notifications_unresolved
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def _resolve_charge(
             f"a second capture {stray.trade_no} of {payment.out_trade_no}: "
             f"stray, refund {stray.refund_status}"
         )
-    resolution = payment_apply_truth(payment_id=payment.pk, account=account)
+    resolution = payment_settle_from_account(payment_id=payment.pk, account=account)
     if resolution.value not in SETTLED:
         raise _Contradicted(f"provider says {account.status}: {resolution.value}")
     complete_requests_for(resource_type=PAYMENT_RESOURCE, ids=[payment.pk], provider=provider)
@@ -182,7 +182,7 @@ def run_once(
     provider = provider or get_provider()
     received_before = timezone.now() - timedelta(seconds=settings.RECONCILE_AFTER_S)
     counts: Counter[str] = Counter()
-    guard = ItemGuard(job=NOTIFICATIONS, subject_type="notification")
+    isolation = FailureIsolation(job=NOTIFICATIONS, subject_type="notification")
     after_id = 0
     held = set(notifications_held().values_list("subject_id", flat=True))
     while batch := notifications_unresolved(
@@ -192,15 +192,15 @@ def run_once(
         for notification in batch:
             if notification.pk in held:
                 continue  # a person's: asked once, contradicted (or taken by hand)
-            if not guard.due(notification.pk):
+            if not isolation.due(notification.pk):
                 continue  # failed lately: backing off
             counts["examined"] += 1
-            resolved = guard.run(
+            resolved = isolation.run(
                 key=notification.pk,
                 reference=notification.notify_id,
                 work=partial(notification_resolve, notification=notification, provider=provider),
                 failed=None,
             )
             counts["resolved" if resolved else "unresolved"] += 1
-    counts["failed"] = guard.failed
+    counts["failed"] = isolation.failed
     return NotificationCounts(**counts)

@@ -31,13 +31,12 @@ answer the pay flow's last phase would store, as a client retry would), so the
 customer's retry with the same key replays the final answer: 200 with the
 order, or 402 ``payment-failed``.
 
-Fast path: a pass (``run_once``) works a batch at a time. The batch's questions
-go out at once, in threads that touch no database (``payment_ask``); the
-plain answers are settled together (``payments.batches.payment_settle_many``)
-and their requests finished together (``completion_batch.complete_pay_requests``),
-in a fixed number of statements per batch. Every other answer is handed to
-``payment_reconcile``, which takes the question's answer from the thread
-instead of asking again.
+A pass (``reconcile_due``) claims the due attempts a batch at a time and
+reconciles each one in turn with ``payment_reconcile``, then finishes the
+requests behind the settled ones. The reconcile job (``run_once``) runs the
+pass the setting RECONCILE_PAYMENT_PASS names: this one when none is named;
+the shipped settings name a faster one, which must write the same rows
+(docs/configuration.md).
 
 Claiming, leases and backoff: ``claims.py``, shared with refunds.
 """
@@ -47,16 +46,17 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from observability import context
-from payments.batches import BatchNotApplied, payment_settle_many
 from payments.models import UNSETTLED_STATUSES, Payment, PaymentStatus
 from payments.orphans import OrphanOutcome, capture_orphan_resolve
 from payments.providers import (
@@ -68,18 +68,17 @@ from payments.providers import (
     get_provider,
 )
 from payments.services import Settlement, payment_mark_action_required, payment_settle
-from reconcile.desk.isolation import PAYMENTS, ItemGuard
-from reconcile.recovery.claims import drain, retry_later
-from reconcile.recovery.completion_batch import complete_pay_requests
+from reconcile.desk.isolation import PAYMENTS, FailureIsolation
+from reconcile.recovery.claims import claim_due, hand_back, retry_later
+from reconcile.recovery.completion import complete_requests_for
+from reconcile.selectors import PAYMENT_RESOURCE
 
 logger = logging.getLogger(__name__)
 
 # Attempts per claim. Each costs one or two provider calls (tens of ms when the
 # provider is healthy, PROVIDER_TIMEOUT_S when it hangs): 50 keeps a batch short
-# enough that its lease (RECONCILE_LEASE_S) covers it and the next one (claimed
-# while it is read) even when every call times out, RECONCILE_CONCURRENCY at a
-# time; and large enough that the batch's 16 statements (claim, settlement,
-# completion) are a third of a statement per attempt.
+# enough that its lease (RECONCILE_LEASE_S) covers it even when the provider is
+# slow, and large enough that claiming costs one statement per 50 attempts.
 BATCH_SIZE = 50
 # The pass budget's clock (a module attribute, so a test can make time run out).
 _monotonic = time.monotonic
@@ -214,7 +213,7 @@ _ORPHAN_RESOLUTIONS = {
 }
 
 
-def payment_apply_truth(*, payment_id: int, account: ChargeResult) -> Resolution:
+def payment_settle_from_account(*, payment_id: int, account: ChargeResult) -> Resolution:
     """Settle an attempt from an account of it the caller already holds (a notification's
     query, a statement line): ``payment_reconcile``'s roll forward or back, without its
     question, fence or backoff."""
@@ -235,10 +234,97 @@ def payment_apply_truth(*, payment_id: int, account: ChargeResult) -> Resolution
     raise AssertionError(f"unexpected settlement {settled.outcome}")  # pragma: no cover
 
 
-# --- Fast path: a pass asks a batch's questions at once and settles the plain answers together.
+# --- The pass: every due attempt, one at a time ---------------------------------------------
+
+
+def reconcile_due(
+    *, provider: PaymentProvider, batch_size: int = BATCH_SIZE, budget_s: float | None = None
+) -> ReconcileCounts:
+    """Claim the due attempts a batch at a time and ``payment_reconcile`` each one, until
+    none is due or the pass's time is up; then finish the requests behind the settled
+    ones. Claimed attempts the pass has no time left for are handed back, due at once."""
+    deadline = _monotonic() + (settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s)
+    isolation = FailureIsolation(job=PAYMENTS, subject_type="payment")
+    counts: Counter[str] = Counter()
+    while _monotonic() < deadline:
+        batch = claim_due(
+            Payment, statuses=UNSETTLED_STATUSES, now=timezone.now(), limit=batch_size
+        )
+        if not batch:
+            break
+        counts["claimed"] += len(batch)
+        settled = []
+        for index, payment in enumerate(batch):
+            if _monotonic() >= deadline:
+                # Out of time: the rest is handed back, due again at once.
+                counts["handed_back"] += hand_back(Payment, rows=batch[index:])
+                break
+            resolution = payment_reconcile_isolated(
+                payment=payment, provider=provider, isolation=isolation
+            )
+            counts[resolution.value] += 1
+            if resolution.value in SETTLED:
+                settled.append(payment.pk)
+        counts["completed"] += complete_requests_for(
+            resource_type=PAYMENT_RESOURCE, ids=settled, provider=provider
+        )
+    return ReconcileCounts(**counts)
+
+
+@context.isolated
+def payment_reconcile_isolated(
+    *, payment: Payment, provider: PaymentProvider, isolation: FailureIsolation
+) -> Resolution:
+    """``payment_reconcile``, its failure isolated: one attempt's bug or database hiccup
+    is logged and counted, and the attempt backs off like one whose provider was
+    unreachable (its claim's own backoff), so it cannot spin in a hot loop; the pass
+    goes on with the others."""
+    context.bind(out_trade_no=payment.out_trade_no)  # on every line about this attempt
+    resolution = isolation.run(
+        key=payment.pk,
+        reference=payment.out_trade_no,
+        work=partial(payment_reconcile, payment=payment, provider=provider),
+        failed=Resolution.ERROR,
+        on_failure=partial(_back_off, payment=payment),
+    )
+    if resolution is not Resolution.ERROR:
+        logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
+    return resolution
+
+
+def _back_off(*, payment: Payment) -> None:
+    _retry_later(payment=payment, now=timezone.now())
+
+
+def run_once(
+    *,
+    provider: PaymentProvider | None = None,
+    batch_size: int = BATCH_SIZE,
+    budget_s: float | None = None,
+) -> ReconcileCounts:
+    """The reconcile job's pass over due attempts: the one RECONCILE_PAYMENT_PASS names.
+
+    ``reconcile_due`` above unless a deployment names another, which must take the
+    same arguments and write the same rows (docs/configuration.md).
+    """
+    run_pass = import_string(
+        getattr(
+            settings,
+            "RECONCILE_PAYMENT_PASS",
+            "reconcile.recovery.unsettled_payments.reconcile_due",
+        )
+    )
+    return run_pass(
+        provider=provider or get_provider(),
+        batch_size=batch_size,
+        budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
+    )
+
+
+# --- Asking ahead: the question alone, before anything is written --------------------------
 
 # What asking the provider ahead about an attempt gave: its account, or the error
-# raised instead (``claims.drain`` hands a thread's error back as its answer).
+# raised instead.
 Answer = ChargeResult | Exception
 
 
@@ -246,9 +332,9 @@ Answer = ChargeResult | Exception
 def payment_ask(payment: Payment, provider: PaymentProvider) -> ChargeResult:
     """``payment_reconcile``'s question, asked ahead: the query, and the fence for an
     attempt the provider never saw or whose customer had their time. HTTP only, no
-    database: a batch's questions and fences go out at once, in threads (the attempt is
-    bound here: a thread starts with no log context), and the desk asks with it before
-    it changes anything. Raises what the query raises otherwise: nothing is guessed."""
+    database, so it can run in a thread of its own (the attempt is bound here: a thread
+    starts with no log context). The desk asks with it before it changes anything.
+    Raises what the query raises otherwise: nothing is guessed."""
     context.bind(out_trade_no=payment.out_trade_no)
     try:
         account = provider.query(out_trade_no=payment.out_trade_no)
@@ -277,112 +363,3 @@ class AskedAhead:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.provider, name)
-
-
-@context.isolated
-def _reconcile_guarded(
-    *, payment: Payment, provider: PaymentProvider, guard: ItemGuard
-) -> Resolution:
-    # One attempt's bug or database hiccup must not stop the others: the guard logs
-    # and counts it, and it backs off like an unreachable provider (its claim's own
-    # backoff), so it cannot spin in a hot loop.
-    context.bind(out_trade_no=payment.out_trade_no)  # on every line about this attempt
-
-    def reconcile() -> Resolution:
-        return payment_reconcile(payment=payment, provider=provider)
-
-    def back_off() -> None:
-        _retry_later(payment=payment, now=timezone.now())
-
-    resolution = guard.run(
-        key=payment.pk,
-        reference=payment.out_trade_no,
-        work=reconcile,
-        failed=Resolution.ERROR,
-        on_failure=back_off,
-    )
-    if resolution is not Resolution.ERROR:
-        logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
-    return resolution
-
-
-def payment_answers_apply(
-    answers: list[tuple[Payment, Answer]], *, provider: PaymentProvider
-) -> list[Resolution]:
-    """Settle a batch's answers: the plain ones together, every other one on its own.
-
-    The plain answers (the attempt's own success on an UNPAID order, a decline, a
-    fence) are applied in one transaction of a few statements
-    (``payments.batches.payment_settle_many``); whatever it leaves (unreachable,
-    a customer to wait for, conflicts, orphaned captures, attempts settled
-    meanwhile) goes to ``payment_reconcile`` one by one, with its answer. If the
-    batch fails as a whole, every answer goes that way, where a failure is one
-    attempt's.
-    """
-    plain = [(payment, answer) for payment, answer in answers if isinstance(answer, ChargeResult)]
-    try:
-        settled = payment_settle_many(answers=plain)
-    except (DatabaseError, BatchNotApplied):
-        logger.exception("batch of %d answers not settled together; one by one", len(plain))
-        settled = {}
-    resolutions = []
-    guard = ItemGuard(job=PAYMENTS, subject_type="payment")
-    for payment, answer in answers:
-        if payment.pk not in settled:
-            asked = AskedAhead(provider, answer)
-            resolutions.append(_reconcile_guarded(payment=payment, provider=asked, guard=guard))
-            continue
-        resolution = (
-            Resolution.ROLLED_FORWARD
-            if settled[payment.pk].status == PaymentStatus.SUCCEEDED
-            else Resolution.ROLLED_BACK
-        )
-        with context.bound(out_trade_no=payment.out_trade_no):
-            logger.info("payment %s reconciled: %s", payment.pk, resolution.value)
-        if payment.reconcile_attempts:
-            # Backed off before (unreachable, or failed): a failure count to clear, if
-            # any. The common first-try attempt costs no read of the counts.
-            guard.settled(key=payment.pk, reference=payment.out_trade_no)
-        resolutions.append(resolution)
-    return resolutions
-
-
-def run_once(
-    *,
-    provider: PaymentProvider | None = None,
-    batch_size: int = BATCH_SIZE,
-    budget_s: float | None = None,
-    concurrency: int | None = None,
-) -> ReconcileCounts:
-    """Reconcile every due attempt, batch by batch, until none is due or time is up.
-
-    The provider is asked about a batch's attempts concurrently (RECONCILE_CONCURRENCY
-    at once, on kept-alive connections, no transaction open); the batch's answers
-    are then settled together (``payment_answers_apply``) and the requests behind
-    them finished together (``complete_pay_requests``): a constant number of
-    statements per batch for the common outcomes, whatever its size.
-    """
-    provider = provider or get_provider()
-
-    def ask_ahead(payment: Payment) -> ChargeResult:
-        return payment_ask(payment, provider)
-
-    def settle_answers(answers: list[tuple[Payment, Answer]]) -> list[str]:
-        return [r.value for r in payment_answers_apply(answers, provider=provider)]
-
-    def finish_requests(payment_ids: list[int]) -> int:
-        return complete_pay_requests(payment_ids=payment_ids, provider=provider)
-
-    counts = drain(
-        Payment,
-        statuses=UNSETTLED_STATUSES,
-        ask=ask_ahead,
-        resolve_batch=settle_answers,
-        concurrency=settings.RECONCILE_CONCURRENCY if concurrency is None else concurrency,
-        settled=SETTLED,
-        complete=finish_requests,
-        batch_size=batch_size,
-        budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
-        clock=_monotonic,
-    )
-    return ReconcileCounts(**counts)

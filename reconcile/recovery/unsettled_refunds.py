@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 
@@ -49,8 +50,8 @@ from payments.orphans import orphan_refund_cancel, orphan_refund_find_late, orph
 from payments.providers import PaymentProvider, ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
-from reconcile.desk.isolation import ORPHAN_REFUNDS, REFUNDS, ItemGuard
-from reconcile.recovery.claims import drain, reconcile_backoff_s, retry_later
+from reconcile.desk.isolation import ORPHAN_REFUNDS, REFUNDS, FailureIsolation
+from reconcile.recovery.claims import claim_due, hand_back, reconcile_backoff_s, retry_later
 from reconcile.recovery.completion import complete_requests_for
 from reconcile.selectors import REFUND_RESOURCE, payments_orphaned_without_refund
 
@@ -161,18 +162,18 @@ def _retry_later(*, refund: Refund) -> None:
 
 
 @context.isolated
-def _reconcile_guarded(
-    *, refund: Refund, provider: PaymentProvider, guard: ItemGuard
+def _reconcile_isolated(
+    *, refund: Refund, provider: PaymentProvider, isolation: FailureIsolation
 ) -> RefundResolution:
     # One attempt's bug must not stop the others: counted, logged, and backed off.
     # The refund's and its charge's references go on every line about this attempt.
     context.bind(out_refund_no=refund.refund_no, out_trade_no=refund.payment.out_trade_no)
-    resolution = guard.run(
+    resolution = isolation.run(
         key=refund.pk,
         reference=refund.refund_no,
-        work=lambda: refund_reconcile(refund=refund, provider=provider),
+        work=partial(refund_reconcile, refund=refund, provider=provider),
         failed=RefundResolution.ERROR,
-        on_failure=lambda: _retry_later(refund=refund),
+        on_failure=partial(_retry_later, refund=refund),
     )
     if resolution is not RefundResolution.ERROR:
         logger.info("refund %s reconciled: %s", refund.pk, resolution.value)
@@ -181,12 +182,12 @@ def _reconcile_guarded(
 
 def _orphan_refunds_restart(*, provider: PaymentProvider) -> tuple[int, int]:
     """Start the next refund of every orphaned capture due for one: (started, failed)."""
-    guard = ItemGuard(job=ORPHAN_REFUNDS, subject_type="payment")
+    isolation = FailureIsolation(job=ORPHAN_REFUNDS, subject_type="payment")
     started = 0
     for payment_id in payments_orphaned_without_refund():
-        if not guard.due(payment_id):
+        if not isolation.due(payment_id):
             continue
-        refund = guard.run(
+        refund = isolation.run(
             key=payment_id,
             reference=str(payment_id),
             work=partial(
@@ -198,7 +199,7 @@ def _orphan_refunds_restart(*, provider: PaymentProvider) -> tuple[int, int]:
             failed=None,
         )
         started += refund is not None
-    return started, guard.failed
+    return started, isolation.failed
 
 
 def run_once(
@@ -210,20 +211,28 @@ def run_once(
     """Restart declined orphan refunds, then reconcile every due refund attempt."""
     provider = provider or get_provider()
     restarted, restart_failed = _orphan_refunds_restart(provider=provider)
-    guard = ItemGuard(job=REFUNDS, subject_type="refund")
-    counts = drain(
-        Refund,
-        statuses=UNSETTLED_REFUND_STATUSES,
-        resolve=lambda refund, _: (
-            _reconcile_guarded(refund=refund, provider=provider, guard=guard).value
-        ),
-        settled=SETTLED,
-        complete=lambda ids: complete_requests_for(
-            resource_type=REFUND_RESOURCE, ids=ids, provider=provider
-        ),
-        batch_size=batch_size,
-        budget_s=settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s,
-        clock=_monotonic,
-    )
+    deadline = _monotonic() + (settings.RECONCILE_PASS_BUDGET_S if budget_s is None else budget_s)
+    isolation = FailureIsolation(job=REFUNDS, subject_type="refund")
+    counts: Counter[str] = Counter()
+    while _monotonic() < deadline:
+        batch = claim_due(
+            Refund, statuses=UNSETTLED_REFUND_STATUSES, now=timezone.now(), limit=batch_size
+        )
+        if not batch:
+            break
+        counts["claimed"] += len(batch)
+        settled = []
+        for index, refund in enumerate(batch):
+            if _monotonic() >= deadline:
+                # Out of time: the rest is handed back, due again at once.
+                counts["handed_back"] += hand_back(Refund, rows=batch[index:])
+                break
+            resolution = _reconcile_isolated(refund=refund, provider=provider, isolation=isolation)
+            counts[resolution.value] += 1
+            if resolution.value in SETTLED:
+                settled.append(refund.pk)
+        counts["completed"] += complete_requests_for(
+            resource_type=REFUND_RESOURCE, ids=settled, provider=provider
+        )
     counts["error"] += restart_failed
     return RefundReconcileCounts(restarted=restarted, **counts)

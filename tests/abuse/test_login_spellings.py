@@ -22,7 +22,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from edge import ratelimit
+from edge import throttling
 from tests.abuse.test_logins import new_address, page_login, token_login
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
@@ -97,8 +97,8 @@ def assert_every_spelling_that_logs_in_is_throttled(
 ) -> list[str]:
     suffix = account.username[len(NAME) :]
     candidates = spellings(NAME, suffix)
-    now = ratelimit.clock()
-    monkeypatch.setattr(ratelimit, "clock", lambda: now)
+    now = throttling.clock()
+    monkeypatch.setattr(throttling, "clock", lambda: now)
     # Given: which spellings log in at this door, with no limit in the way.
     settings.LOGIN_RATE_PER_USERNAME = ""
     logging_in = [
@@ -108,7 +108,7 @@ def assert_every_spelling_that_logs_in_is_throttled(
     ]
     # When: the plain name spends its budget, in a window of its own.
     settings.LOGIN_RATE_PER_USERNAME = f"{LIMIT}/min"
-    monkeypatch.setattr(ratelimit, "clock", lambda: now + 120)
+    monkeypatch.setattr(throttling, "clock", lambda: now + 120)
     for _ in range(LIMIT):
         login(Client(), account.username, "wrong-guess", new_address())
 

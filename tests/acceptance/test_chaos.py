@@ -18,10 +18,10 @@ import pytest
 from django.db import connections
 from django.db.models import Sum
 
+from operations.audit.run import audit_run
+from operations.statements.passes import pass_run_once
 from orders.models import Order, OrderLine, Product, Shipment
 from payments.models import LedgerEntry, Payment
-from reconcile.audit.run import audit_run
-from reconcile.passes import pass_run_once
 from tests.conftest import client_for, new_key
 from tests.factories import ProductFactory, UserFactory
 

@@ -4,6 +4,7 @@ from collections import Counter
 
 import pytest
 
+from fastpaths.unkeyed import LAYER_OFF
 from payments.models import LedgerEntry, Payment
 from tests.assertions import assert_paid_once
 from tests.concurrency.helpers import run_at_once
@@ -40,7 +41,8 @@ def test_10_pays_with_different_keys_at_once_debit_once(order, user, wallet, san
 
 @pytest.fixture
 def layer_off(settings):
-    settings.IDEMPOTENCY_ENABLED = False
+    for name, value in LAYER_OFF.items():  # IDEMPOTENCY_ENABLED=false
+        setattr(settings, name, value)
 
 
 def test_without_the_key_layer_repeated_pays_still_debit_once(

@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 
 from demo.sandbox.models import Refund as ProviderRefund
+from fastpaths.unkeyed import LAYER_OFF
 from payments.models import LedgerEntry, Refund
 from tests.assertions import assert_refunded_once
 from tests.concurrency.helpers import run_at_once
@@ -73,7 +74,8 @@ def test_without_the_key_layer_concurrent_refunds_still_refund_at_most_the_captu
     # Layer 1 off: the same request 10 times at once runs 10 times. The one-refund-
     # in-flight index, the state machine and the conditional refunded_amount update
     # (under its CHECK) still let the order's capture come back once, never more.
-    settings.IDEMPOTENCY_ENABLED = False
+    for name, value in LAYER_OFF.items():  # IDEMPOTENCY_ENABLED=false
+        setattr(settings, name, value)
     key = new_key()
 
     answers = run_at_once(10, lambda _i: refund_from_thread(user, paid_order, key, {}))

@@ -16,22 +16,23 @@ from rest_framework.test import APIClient
 
 from demo.sandbox.models import Charge
 from demo.sandbox.models import Refund as SandboxRefund
+from operations.statements import jobs as statement_jobs
+from operations.statements import tasks
+from operations.statements.importing import statement_reconcile
+from operations.statements.models import LineOutcome, StatementImport, StatementLine
 from orders.models import Order, Product
 from payments.models import LedgerEntry, Payment
 from payments.services import payment_create, payment_mark_unknown
-from reconcile import tasks
-from reconcile.models import LineOutcome, StatementImport, StatementLine, StrayCapture
-from reconcile.statements import jobs as statement_jobs
-from reconcile.statements.importing import statement_reconcile
+from reconcile.models import StrayCapture
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
-from tests.processes import run_django
-from tests.reconcile.statement_helpers import (
+from tests.operations.statements.helpers import (
     charge_at_provider,
     statement_findings,
     stray_charge,
     today,
 )
+from tests.processes import run_django
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -148,7 +149,7 @@ def test_a_process_killed_half_way_then_a_retry_imports_once(busy_day, settings,
         from datetime import date
         from django.db import connection
         from payments.providers import get_provider
-        from reconcile.statements.importing import statement_reconcile
+        from operations.statements.importing import statement_reconcile
 
         seen = 0
 

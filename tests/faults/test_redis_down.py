@@ -21,8 +21,8 @@ from demo.sandbox.services.sweeps import sandbox_sweep_run_once
 from edge.errors import PROBLEM_CONTENT_TYPE, InternalError
 from edge.handler import exception_handler
 from edge.redis import REDIS_TIMEOUT_S
+from operations.statements.passes import JOBS, pass_run_once
 from orders.models import Order
-from reconcile.passes import JOBS, pass_run_once
 from tests.conftest import client_for, new_key
 from tests.demo.sandbox.conftest import CHARGES, NOTIFY_ORIGIN, charge_body, merchant_client
 from tests.factories import DEFAULT_PASSWORD

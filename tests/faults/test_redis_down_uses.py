@@ -23,8 +23,8 @@ from demo.shop.services import checkout_token_consume, checkout_token_issue
 from edge.redis import redis_client
 from observability import heartbeats
 from observability.health import readiness
+from operations.audit.run import audit_run
 from orders.models import Order
-from reconcile.audit.run import audit_run
 from tests.factories import UserFactory
 from tests.redis_servers import close_under_reader, unavailable
 

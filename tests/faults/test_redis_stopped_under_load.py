@@ -21,9 +21,9 @@ import pytest
 import requests
 from django.contrib.auth.models import User
 
+from operations.audit.run import audit_run
+from operations.statements.passes import pass_run_once
 from orders.models import Order, Product, Shipment
-from reconcile.audit.run import audit_run
-from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 from tests.factories import DEFAULT_PASSWORD, ProductFactory, UserFactory
 from tests.redis_servers import own_redis

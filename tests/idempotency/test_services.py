@@ -82,7 +82,7 @@ def test_reap_command_prints_counts(user, settings, capsys):
 def test_a_reap_with_one_record_the_database_refuses_reaps_all_the_others(
     user, settings, poison, capsys
 ):
-    from reconcile.audit.run import audit_run
+    from operations.audit.run import audit_run
     from reconcile.desk.actions import case_act
     from reconcile.desk.models import Case, CaseState, ItemFailure
     from tests.factories import desk_operator
@@ -104,7 +104,7 @@ def test_a_reap_with_one_record_the_database_refuses_reaps_all_the_others(
     assert not Case.objects.exists()
 
     # And the second failure in a row is a case about the record (beat's task, the
-    # command and a pass all run the reaper through the guard)
+    # command and a pass all run the reaper in failure isolation)
     call_command("reap_idempotency_keys")
     assert "deleted=0" in capsys.readouterr().out
     case = Case.objects.get()

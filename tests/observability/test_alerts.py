@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconcile.audit.run import audit_run
-from reconcile.passes import pass_run_once
+from operations.audit.run import audit_run
+from operations.statements.passes import pass_run_once
 from tests.conftest import new_key
 from tests.observability.conftest import Samples
 

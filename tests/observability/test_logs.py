@@ -11,10 +11,10 @@ import pytest
 from django.conf import settings as django_settings
 
 from callbacks.models import ProviderNotification
+from operations.statements.passes import pass_run_once
 from orders.models import Shipment
 from payments.models import Payment, Refund
 from payments.services import provider_idempotency_key
-from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -8,10 +8,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from operations.statements.passes import pass_run_once
 from payments.models import Payment, Refund
 from payments.providers import get_provider
 from payments.providers.base import ProviderOutcomeUnknown
-from reconcile.passes import pass_run_once
 from tests.conftest import new_key
 from tests.idempotency.test_behaviour_matrix import plant_locked_record
 from tests.observability.conftest import METRICS_TOKEN, value

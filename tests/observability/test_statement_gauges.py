@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from operations.statements.discrepancies import discrepancy_resolve
+from operations.statements.importing import statement_reconcile
+from operations.statements.models import StatementDiscrepancy
 from payments.models import LedgerEntry
-from reconcile.models import StatementDiscrepancy, StrayCapture
-from reconcile.statements.discrepancies import discrepancy_resolve
-from reconcile.statements.importing import statement_reconcile
+from reconcile.models import StrayCapture
 from tests.factories import UserFactory
 from tests.observability.conftest import value
-from tests.reconcile.statement_helpers import stray_charge, today
+from tests.operations.statements.helpers import stray_charge, today
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

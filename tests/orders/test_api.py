@@ -291,7 +291,7 @@ def test_header_over_255_characters_and_non_ascii_key_are_400(create_order):
 
 # First-time creation of a one-line order, as production runs it (the request's
 # transactions are real, not savepoints of a test transaction): authentication
-# and the key lookup in one statement (idempotency/replay.py), then (BEGIN)
+# and the key lookup in one statement (fastpaths/replay.py), then (BEGIN)
 # product lookup, order_create's savepoint (SAVEPOINT, RELEASE: it turns a reused
 # key into its own error), the open-orders cap
 # (MAX_OPEN_ORDERS_PER_USER: the user's advisory lock, then the count under it),

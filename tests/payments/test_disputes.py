@@ -14,13 +14,13 @@ import pytest
 
 from callbacks.models import ProviderNotification
 from demo.sandbox.models import Dispute as ProviderDispute
+from operations.audit.run import audit_run
+from operations.statements.importing import statement_reconcile
+from operations.statements.models import LineKind, LineOutcome, StatementLine
+from operations.statements.passes import pass_run_once
 from orders.models import Order
 from payments.models import Dispute, LedgerEntry
-from reconcile.audit.run import audit_run
 from reconcile.desk.models import Case, CaseKind, CaseState
-from reconcile.models import LineKind, LineOutcome, StatementLine
-from reconcile.passes import pass_run_once
-from reconcile.statements.importing import statement_reconcile
 from tests.payments.test_reversals import books_net
 
 pytestmark = [

@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from demo.sandbox.models import Charge
 from idempotency.models import IdempotencyKey
+from operations.audit.run import audit_run
 from orders.models import Order, Product
 from payments.flows import PayPoint
 from payments.models import Payment, PaymentStatus
 from payments.services import CLOSED_BY_RECONCILIATION
-from reconcile.audit.run import audit_run
 from reconcile.recovery import expiry
 from reconcile.recovery.unsettled_payments import action_deadline
 from reconcile.recovery.unsettled_payments import run_once as reconcile_payments_once

@@ -19,12 +19,12 @@ import pytest
 from demo.sandbox.models import Charge
 from demo.sandbox.models import Refund as ProviderRefund
 from demo.sandbox.services.late_success import late_success_settle, refund_late_success_settle
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.earlier import MAX_EARLIER_ASKED, earlier_asks_allowed
 from payments.flows import _settle_earlier_attempts
 from payments.models import LedgerEntry, Payment, Refund
 from payments.providers import get_provider
-from reconcile.audit.run import audit_run
 from tests.reconcile.conftest import gone_provider  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -19,6 +19,11 @@ from rest_framework.test import APIClient
 
 from callbacks.models import ProviderNotification
 from idempotency.models import IdempotencyKey
+from operations.audit.run import audit_run
+from operations.statements.importing import statement_reconcile
+from operations.statements.models import StatementImport
+from operations.statements.passes import pass_run_once
+from operations.statements.report import statement_report
 from orders.models import Order
 from payments.flows import PayPoint
 from payments.models import LedgerEntry, Payment, PaymentStatus, Refund
@@ -33,11 +38,6 @@ from payments.providers import (
 from payments.providers.stripe import StripeProvider
 from payments.selectors import RecordedReferences
 from payments.services import payment_create, provider_idempotency_key
-from reconcile.audit.run import audit_run
-from reconcile.models import StatementImport
-from reconcile.passes import pass_run_once
-from reconcile.statements.importing import statement_reconcile
-from reconcile.statements.report import statement_report
 from tests.conftest import client_for, new_key
 from tests.factories import pay_record_plant
 from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, emulator, intents_of

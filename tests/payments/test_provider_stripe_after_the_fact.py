@@ -24,22 +24,17 @@ from django.db import connection
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.audit.checks import statements as statement_checks
+from operations.audit.run import audit_run
+from operations.statements.importing import StatementFailed, statement_reconcile
+from operations.statements.jobs import leftovers_run_once
+from operations.statements.models import LineKind, LineOutcome, StatementImport, StatementLine
+from operations.statements.passes import pass_run_once
 from orders.models import Order
 from payments.models import Dispute, LedgerEntry, Payment, Refund
 from payments.providers import ChargeStatus, StatementKind, get_provider, stripe_statement
-from reconcile.audit.checks import statements as statement_checks
-from reconcile.audit.run import audit_run
 from reconcile.desk.models import Case, CaseKind
-from reconcile.models import (
-    LineKind,
-    LineOutcome,
-    StatementImport,
-    StatementLine,
-    StrayCapture,
-)
-from reconcile.passes import pass_run_once
-from reconcile.statements.importing import StatementFailed, statement_reconcile
-from reconcile.statements.jobs import leftovers_run_once
+from reconcile.models import StrayCapture
 from tests.conftest import new_key
 from tests.payments.test_provider_stripe import _event, _post_event
 from tests.stripe_emulator import emulator

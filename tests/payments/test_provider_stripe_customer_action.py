@@ -15,12 +15,12 @@ import requests
 from django.utils import timezone
 
 from idempotency.models import IdempotencyKey
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.flows import PayPoint
 from payments.models import LedgerEntry, Payment, PaymentStatus
 from payments.providers import get_provider
 from payments.services import CLOSED_BY_RECONCILIATION
-from reconcile.audit.run import audit_run
 from reconcile.recovery.unsettled_payments import run_once as reconcile_payments_once
 from tests.conftest import new_key
 from tests.stripe_emulator import emulator, intents_of

@@ -18,12 +18,12 @@ import pytest
 import stripe
 from django.utils import timezone
 
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.models import Payment, PaymentStatus
 from payments.providers import ChargeStatus, ProviderOutcomeUnknown, get_provider
 from payments.providers.stripe import StripeProvider
 from payments.services import CLOSED_BY_RECONCILIATION, payment_create
-from reconcile.audit.run import audit_run
 from reconcile.recovery.unsettled_payments import run_once as reconcile_payments_once
 from tests.conftest import new_key
 from tests.stripe_emulator import TEST_KEY, WEBHOOK_SECRET, emulator, intents_of, localstripe_server

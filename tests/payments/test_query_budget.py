@@ -9,7 +9,7 @@ from tests.conftest import new_key
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # One pay, as production runs it. Beyond authentication with the key lookup (one
-# statement, idempotency/replay.py):
+# statement, fastpaths/replay.py):
 #   the order's earlier failed attempts (none here: asked about before a new one),
 #   phase 1 (BEGIN, insert key, the services' savepoints, lock order, insert
 #   payment, move key, COMMIT),
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #   own around either phase's work (idempotency/core.py: a final error rolls the
 #   phase back whole and is stored in a transaction of its own).
 PAY_QUERIES = 27
-REPLAY_QUERIES = 1  # the token with the key record (idempotency/replay.py)
+REPLAY_QUERIES = 1  # the token with the key record (fastpaths/replay.py)
 
 
 def test_pay_query_count_does_not_creep(pay):

@@ -10,11 +10,11 @@ from django.utils import timezone
 
 from idempotency.models import IdempotencyKey
 from idempotency.services import idempotency_key_reap
+from operations.audit.run import audit_run
 from payments.models import LedgerEntry, Refund
 from payments.providers import ChargeResult, ChargeStatus
 from payments.refund_flows import RefundPoint
 from payments.services import payment_create, payment_settle
-from reconcile.audit.run import audit_run
 from tests.assertions import assert_refunded_once
 from tests.conftest import client_for, new_key
 from tests.factories import UserFactory

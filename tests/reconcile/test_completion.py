@@ -136,7 +136,7 @@ def test_a_completer_pass_with_one_record_the_database_refuses_finishes_the_othe
 ):
     from django.db import connection
 
-    from reconcile.audit.run import audit_run
+    from operations.audit.run import audit_run
     from reconcile.desk.actions import case_act
     from reconcile.desk.models import Case, CaseState, ItemFailure
     from reconcile.recovery import fulfilment

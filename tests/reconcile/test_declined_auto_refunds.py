@@ -20,10 +20,10 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from demo.sandbox.models import Refund as ProviderRefund
+from operations.audit.run import audit_run
+from operations.statements.passes import pass_run_once
 from payments.models import LedgerEntry, Payment, Refund
 from payments.orphans import orphan_refund_start
-from reconcile.audit.run import audit_run
-from reconcile.passes import pass_run_once
 from reconcile.recovery import unsettled_refunds as refund_jobs
 from tests.reconcile.test_orphaned_captures import (
     declined_late,

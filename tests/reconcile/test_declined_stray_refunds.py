@@ -13,11 +13,11 @@ import pytest
 from django.db import close_old_connections
 from django.utils import timezone
 
+from operations.statements.importing import statement_reconcile
+from operations.statements.jobs import leftovers_run_once
 from reconcile.models import StrayCapture
 from reconcile.recovery.strays import stray_refund_no
-from reconcile.statements.importing import statement_reconcile
-from reconcile.statements.jobs import leftovers_run_once
-from tests.reconcile.statement_helpers import stray_charge, today
+from tests.operations.statements.helpers import stray_charge, today
 from tests.reconcile.test_declined_auto_refunds import (
     assert_audit_clean,
     provider_refunds,

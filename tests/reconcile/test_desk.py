@@ -24,29 +24,29 @@ from django.test import Client
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
-from payments.models import LedgerEntry, Payment, Refund
-from reconcile.audit.checks import captures as capture_checks
-from reconcile.audit.run import audit_run
-from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
-from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
-from reconcile.desk.services import cases_run_once, notification_case_open
-from reconcile.models import (
+from operations.audit.checks import captures as capture_checks
+from operations.audit.run import audit_run
+from operations.statements.importing import statement_download, statement_import_row
+from operations.statements.jobs import leftovers_run_once
+from operations.statements.models import (
     DiscrepancyKind,
     LineOutcome,
     StatementDiscrepancy,
     StatementLine,
-    StrayCapture,
 )
+from operations.statements.settling import statement_match
+from payments.models import LedgerEntry, Payment, Refund
+from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
+from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
+from reconcile.desk.services import cases_run_once, notification_case_open
+from reconcile.models import StrayCapture
 from reconcile.recovery import fulfilment
 from reconcile.recovery import notifications as notification_jobs
 from reconcile.recovery import unsettled_payments as payment_jobs
 from reconcile.recovery import unsettled_refunds as refund_jobs
-from reconcile.statements.importing import statement_download, statement_import_row
-from reconcile.statements.jobs import leftovers_run_once
-from reconcile.statements.settling import statement_match
 from tests.callbacks.test_api import notify
 from tests.factories import UserFactory, desk_operator
-from tests.reconcile.statement_helpers import stray_charge, today
+from tests.operations.statements.helpers import stray_charge, today
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

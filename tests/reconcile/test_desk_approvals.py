@@ -17,9 +17,9 @@ from django.test import Client
 from django.utils import timezone
 
 from callbacks.models import ProviderNotification
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.models import Payment
-from reconcile.audit.run import audit_run
 from reconcile.desk.actions import CaseActionForbidden, case_act
 from reconcile.desk.models import Case, CaseAction, CaseApproval, CaseKind, CaseState
 from reconcile.desk.services import cases_run_once, notification_case_open
@@ -27,7 +27,7 @@ from reconcile.models import StrayCapture
 from reconcile.recovery import fulfilment, strays
 from reconcile.recovery import unsettled_payments as payment_jobs
 from tests.factories import desk_operator
-from tests.reconcile.statement_helpers import stray_charge
+from tests.operations.statements.helpers import stray_charge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from callbacks.models import ProviderNotification
 from payments.models import Payment
 from reconcile.desk.actions import case_act
-from reconcile.desk.isolation import NOTIFICATIONS, ORPHAN_REFUNDS, PAYMENTS, ItemGuard
+from reconcile.desk.isolation import NOTIFICATIONS, ORPHAN_REFUNDS, PAYMENTS, FailureIsolation
 from reconcile.desk.models import Case, CaseAction, CaseKind, CaseState, ItemFailure
 from reconcile.desk.services import cases_run_once
 from reconcile.recovery import unsettled_payments as payment_jobs
@@ -81,8 +81,8 @@ def test_a_failed_notifications_case_closes_when_another_path_resolves_the_notif
     # Given a notification the notifications job failed on: a case
     settings.CASE_AFTER_FAILURES = 1
     notification = _deferred_notification(unknown_payment(user, charged=True))
-    guard = ItemGuard(job=NOTIFICATIONS, subject_type="notification")
-    guard.run(key=notification.pk, reference=notification.notify_id, work=_fails, failed=None)
+    isolation = FailureIsolation(job=NOTIFICATIONS, subject_type="notification")
+    isolation.run(key=notification.pk, reference=notification.notify_id, work=_fails, failed=None)
     assert Case.objects.filter(state=CaseState.OPEN).count() == 1
     # And another job (here: unrelated to the one that failed) resolves it
     ProviderNotification.objects.filter(pk=notification.pk).update(
@@ -99,8 +99,8 @@ def test_an_unsettled_failed_item_keeps_its_case_through_the_open_cases_job(
 ):
     settings.CASE_AFTER_FAILURES = 1
     payment = unknown_payment(user, charged=False)
-    guard = ItemGuard(job=PAYMENTS, subject_type="payment")
-    guard.run(key=payment.pk, reference=payment.out_trade_no, work=_fails, failed=None)
+    isolation = FailureIsolation(job=PAYMENTS, subject_type="payment")
+    isolation.run(key=payment.pk, reference=payment.out_trade_no, work=_fails, failed=None)
 
     assert cases_run_once().closed == 0
     assert Case.objects.get().state == CaseState.OPEN
@@ -111,10 +111,10 @@ def test_two_jobs_failing_on_one_payment_hold_it_apart(user, unknown_payment, sa
     # Given the payments job and the orphan-refunds job both failing on one payment
     settings.CASE_AFTER_FAILURES = 1
     payment = unknown_payment(user, charged=False)
-    payments = ItemGuard(job=PAYMENTS, subject_type="payment")
-    orphans = ItemGuard(job=ORPHAN_REFUNDS, subject_type="payment")
-    for guard in (payments, orphans):
-        guard.run(key=payment.pk, reference=payment.out_trade_no, work=_fails, failed=None)
+    payments = FailureIsolation(job=PAYMENTS, subject_type="payment")
+    orphans = FailureIsolation(job=ORPHAN_REFUNDS, subject_type="payment")
+    for isolation in (payments, orphans):
+        isolation.run(key=payment.pk, reference=payment.out_trade_no, work=_fails, failed=None)
 
     # Then each job has its own case
     assert sorted(Case.objects.filter(state=CaseState.OPEN).values_list("job", flat=True)) == [
@@ -140,8 +140,8 @@ def test_dismissing_a_failed_notification_about_our_attempt_leaves_it_unresolved
 ):
     settings.CASE_AFTER_FAILURES = 1
     notification = _deferred_notification(unknown_payment(user, charged=True))
-    guard = ItemGuard(job=NOTIFICATIONS, subject_type="notification")
-    guard.run(key=notification.pk, reference=notification.notify_id, work=_fails, failed=None)
+    isolation = FailureIsolation(job=NOTIFICATIONS, subject_type="notification")
+    isolation.run(key=notification.pk, reference=notification.notify_id, work=_fails, failed=None)
     case = Case.objects.get()
     staff = desk_operator()
 
@@ -157,8 +157,8 @@ def test_dismissing_a_failed_notification_about_our_attempt_leaves_it_unresolved
 def test_a_double_click_on_retry_acts_once(user, unknown_payment, sandbox, settings, double_click):
     settings.CASE_AFTER_FAILURES = 1
     payment = unknown_payment(user, charged=False)
-    guard = ItemGuard(job=PAYMENTS, subject_type="payment")
-    guard.run(key=payment.pk, reference=payment.out_trade_no, work=_fails, failed=None)
+    isolation = FailureIsolation(job=PAYMENTS, subject_type="payment")
+    isolation.run(key=payment.pk, reference=payment.out_trade_no, work=_fails, failed=None)
     Payment.objects.filter(pk=payment.pk).update(
         next_reconcile_at=ItemFailure.objects.get().next_try_at
     )

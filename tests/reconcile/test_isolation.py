@@ -1,4 +1,4 @@
-"""Every batch job runs each item through the one guard: a poisoned item — a real
+"""Every batch job runs each item in the one failure isolation: a poisoned item — a real
 fault in the database (a trigger refusing the item's write) or a row whose data
 makes the handler raise — is counted, backed off and, after CASE_AFTER_FAILURES,
 a case, while every other item of the pass settles."""

@@ -17,19 +17,19 @@ from django.utils import timezone
 
 from callbacks.models import ProviderNotification
 from demo.sandbox.models import Refund as ProviderRefund
+from operations.statements.importing import statement_reconcile
+from operations.statements.models import LineOutcome, StatementDiscrepancy, StatementLine
+from operations.statements.passes import pass_run_once
 from payments.models import LedgerEntry, Payment, Refund
 from payments.orphans import orphan_refund_start
 from payments.providers import ProviderOutcomeUnknown, get_provider
 from payments.refunds import refund_send, refund_settle
 from payments.services import Settlement
 from reconcile.desk.models import ItemFailure
-from reconcile.models import LineOutcome, StatementDiscrepancy, StatementLine
-from reconcile.passes import pass_run_once
 from reconcile.recovery import notifications as notification_jobs
 from reconcile.recovery import unsettled_refunds as refund_jobs
-from reconcile.statements.importing import statement_reconcile
 from tests.concurrency.helpers import race
-from tests.reconcile.statement_helpers import today
+from tests.operations.statements.helpers import today
 from tests.reconcile.test_declined_auto_refunds import (
     orphaned,
     provider_refunds,
@@ -244,7 +244,7 @@ def test_two_reconcilers_and_a_notification_job_on_one_late_refund_book_it_once(
         lambda: statement_reconcile(day=today()),
     )
 
-    # Then no deadlock, no error (none raised, none counted by an item's guard), and
+    # Then no deadlock, no error (none raised, none counted by an item's failure isolation), and
     # A1 booked once
     assert errors == []
     assert not ItemFailure.objects.exists()

@@ -14,8 +14,8 @@ import pytest
 
 from callbacks.models import ProviderNotification
 from demo.sandbox.models import Refund as ProviderRefund
+from operations.statements.passes import pass_run_once
 from payments.models import LedgerEntry, Refund
-from reconcile.passes import pass_run_once
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, run_until
 from tests.reconcile.test_orphaned_captures import ledger_net
 

@@ -27,26 +27,26 @@ from demo.sandbox.delivery import notification_deliver
 from demo.sandbox.models import Notification as ProviderNotice
 from demo.sandbox.models import Refund as ProviderRefund
 from demo.sandbox.services.late_success import refund_late_success_settle
-from payments.providers import get_provider
-from reconcile.desk.models import Case, ItemFailure
-from reconcile.desk.services import notification_case_open
-from reconcile.models import (
+from operations.statements.importing import statement_download, statement_reconcile
+from operations.statements.jobs import leftovers_run_once
+from operations.statements.models import (
     LineOutcome,
     StatementDiscrepancy,
     StatementImport,
     StatementLine,
-    StrayCapture,
 )
+from operations.statements.settling import statement_match
+from payments.providers import get_provider
+from reconcile.desk.models import Case, ItemFailure
+from reconcile.desk.services import notification_case_open
+from reconcile.models import StrayCapture
 from reconcile.recovery import notifications as notification_jobs
 from reconcile.recovery.stray_retries import stray_refund_restart, strays_unrefunded
 from reconcile.recovery.strays import stray_refund_no
-from reconcile.statements.importing import statement_download, statement_reconcile
-from reconcile.statements.jobs import leftovers_run_once
-from reconcile.statements.settling import statement_match
 from tests.callbacks.test_api import notify
 from tests.concurrency.helpers import race
+from tests.operations.statements.helpers import today
 from tests.payments.test_pay_late_outcomes import CountingProvider
-from tests.reconcile.statement_helpers import today
 from tests.reconcile.test_declined_auto_refunds import assert_audit_clean, provider_refunds
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -302,7 +302,7 @@ def test_two_reconcilers_and_a_notification_job_on_one_late_stray_refund_book_it
     # and the notification job race, each in its own thread and connection
     errors = race(leftovers_run_once, leftovers_run_once, notification_jobs.run_once)
 
-    # Then no error (none raised, none counted by an item's guard), S1 recorded once as
+    # Then no error (none raised, none counted by an item's failure isolation), S1 recorded once as
     # the stray's refund, and S2 never sent
     assert errors == []
     assert not ItemFailure.objects.exists()

@@ -18,17 +18,13 @@ from django.db.models import Sum
 from callbacks.models import ProviderNotification
 from demo.sandbox.models import Charge as ProviderCharge
 from observability.metrics.gauges import gauge_values
+from operations.audit.run import audit_run
+from operations.statements.passes import pass_run_once
 from orders.models import Order
 from payments.models import LedgerEntry, Payment, Refund
 from payments.providers import get_provider
 from payments.services import payment_create, payment_mark_unknown, provider_idempotency_key
-from reconcile.audit.run import audit_run
-from reconcile.passes import (
-    RECONCILE_NOTIFICATIONS,
-    RECONCILE_REFUNDS,
-    job_run,
-    pass_run_once,
-)
+from reconcile.passes import RECONCILE_NOTIFICATIONS, RECONCILE_REFUNDS, job_run
 from reconcile.recovery import expiry
 from tests.assertions import assert_paid_once
 from tests.callbacks.test_api import body_for, notify

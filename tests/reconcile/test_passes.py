@@ -10,11 +10,12 @@ from celery.schedules import crontab
 from django.core.management import CommandError, call_command
 
 from idempotency.models import IdempotencyKey
+from operations.statements.passes import JOBS
 from orders.models import Order, Shipment
 from payments.models import Payment
 from reconcile import tasks
 from reconcile.locks import single_runner
-from reconcile.passes import JOBS, RECONCILE_PAYMENTS
+from reconcile.passes import RECONCILE_PAYMENTS
 from tests.conftest import new_key
 
 
@@ -109,9 +110,9 @@ def test_beat_schedules_every_periodic_job(settings):
         "idempotency.tasks.reap_idempotency_keys",
         "reconcile.tasks.fulfil_paid_orders",
         "callbacks.tasks.strip_unmatched_notification_bodies",
-        "reconcile.tasks.audit_books",  # feeds the audit-findings gauge and alert
-        "reconcile.tasks.reconcile_statement",
-        "reconcile.tasks.reconcile_statement_leftovers",
+        "operations.audit.tasks.audit_books",  # feeds the audit-findings gauge and alert
+        "operations.statements.tasks.reconcile_statement",
+        "operations.statements.tasks.reconcile_statement_leftovers",
         "demo.sandbox.tasks.sweep_lost_messages",  # the demo's provider (DEMO_MODE)
         "reconcile.tasks.open_cases",  # the desk's cases that time opens
     }

@@ -5,12 +5,15 @@ phase one), each with the provider having charged and not: one reconciler
 pass settles the attempt from the provider's truth, debits the wallet once or
 not at all, and finishes the request, so the customer's retry with the same
 key replays the final answer.
+
+Every test here runs twice: through the pass the shipped settings name
+(RECONCILE_PAYMENT_PASS, the batched fast path) and through the core's own
+``reconcile_due``, which must be correct on its own.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,21 +22,33 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from idempotency.models import IdempotencyKey
 from orders.models import Order
 from payments.flows import PayPoint
-from payments.models import UNSETTLED_STATUSES, LedgerEntry, Payment
+from payments.models import LedgerEntry, Payment
 from payments.providers import get_provider
 from payments.services import provider_idempotency_key
 from reconcile.recovery import unsettled_payments as reconcile_payments
-from reconcile.recovery.claims import backoff_delay_s, drain
+from reconcile.recovery.claims import backoff_delay_s
 from tests.assertions import assert_paid_once
 from tests.concurrency.helpers import run_at_once
 from tests.conftest import new_key
 from tests.injection import crash_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# The passes over due attempts RECONCILE_PAYMENT_PASS may name: None keeps the shipped one.
+PASSES = {"shipped": None, "core": "reconcile.recovery.unsettled_payments.reconcile_due"}
+
+
+@pytest.fixture(autouse=True, params=list(PASSES.values()), ids=list(PASSES))
+def payment_pass(request, settings) -> Any:
+    """The module of the pass ``run_once`` runs here (its clock is ``_monotonic``)."""
+    if request.param is not None:
+        settings.RECONCILE_PAYMENT_PASS = request.param
+    return sys.modules[import_string(settings.RECONCILE_PAYMENT_PASS).__module__]
 
 
 # --- How an attempt becomes unknown ------------------------------------------------------
@@ -276,13 +291,13 @@ def test_two_concurrent_passes_settle_each_attempt_once(
 
 
 def test_a_pass_out_of_time_hands_its_unprocessed_claims_back(
-    unknown_payment, user, sandbox, monkeypatch, due_at_once
+    unknown_payment, user, sandbox, monkeypatch, due_at_once, payment_pass
 ):
     for _ in range(3):
         unknown_payment(user, charged=False)
     # A clock that runs out right after the first attempt of the batch.
     ticks = iter([0.0, 0.0, 0.0])
-    monkeypatch.setattr(reconcile_payments, "_monotonic", lambda: next(ticks, 100.0))
+    monkeypatch.setattr(payment_pass, "_monotonic", lambda: next(ticks, 100.0))
 
     counts = reconcile_payments.run_once(batch_size=3, budget_s=10)
 
@@ -292,39 +307,17 @@ def test_a_pass_out_of_time_hands_its_unprocessed_claims_back(
     assert reconcile_payments.run_once().rolled_back == 2  # due again at once
 
 
-def test_a_batch_s_questions_are_asked_at_once_and_answers_applied_in_the_pass_thread(
-    unknown_payment, user, sandbox, due_at_once
-):
-    # Given four due attempts, and questions that can only all return if they are
-    # out at the same time (each waits for the other three)
-    for _ in range(4):
-        unknown_payment(user, charged=False)
-    together = threading.Barrier(4, timeout=10)
-    applied_in: set[int] = set()
+def test_with_no_pass_named_the_job_runs_the_core_s_own_pass(settings, monkeypatch):
+    # RECONCILE_PAYMENT_PASS unset: the core's reconcile_due, given the job's arguments
+    del settings.RECONCILE_PAYMENT_PASS
+    ran: list[dict[str, Any]] = []
 
-    def ask(payment: Payment) -> int:
-        together.wait()
-        return payment.pk
+    def core_pass(**arguments: Any) -> reconcile_payments.ReconcileCounts:
+        ran.append(arguments)
+        return reconcile_payments.ReconcileCounts()
 
-    def resolve(payment: Payment, answer: object) -> str:
-        applied_in.add(threading.get_ident())
-        return "asked_together" if answer == payment.pk else "failed"
+    monkeypatch.setattr(reconcile_payments, "reconcile_due", core_pass)
 
-    # When one batch of four is drained four questions at a time
-    counts = drain(
-        Payment,
-        statuses=UNSETTLED_STATUSES,
-        ask=ask,
-        resolve=resolve,
-        settled=frozenset(),
-        complete=lambda ids: 0,
-        batch_size=4,
-        budget_s=30,
-        clock=time.monotonic,
-        concurrency=4,
-    )
+    reconcile_payments.run_once(provider=get_provider(), batch_size=7, budget_s=5)
 
-    # Then every question was answered, and every answer applied here (the database
-    # work never runs in the askers' threads)
-    assert counts["asked_together"] == 4
-    assert applied_in == {threading.get_ident()}
+    assert [(a["batch_size"], a["budget_s"]) for a in ran] == [(7, 5)]

@@ -58,6 +58,8 @@ def service_times(order: Callable[[str], None], *, iterations: int) -> dict[str,
     concurrency): first-time creation with the layer on and off, and replays."""
     from django.test import override_settings
 
+    from fastpaths.unkeyed import LAYER_OFF
+
     order(replay_key := str(uuid.uuid4()))
     per_round = max(1, iterations // ROUNDS)
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
@@ -67,7 +69,7 @@ def service_times(order: Callable[[str], None], *, iterations: int) -> dict[str,
             def one(mode: str = mode) -> None:
                 order(replay_key if mode == "replay" else str(uuid.uuid4()))
 
-            with override_settings(IDEMPOTENCY_ENABLED=mode != "off"):
+            with override_settings(**(LAYER_OFF if mode == "off" else {})):
                 times[mode].append(ms_per_call(one, per_round))
     return {mode: fmean(times[mode]) for mode in MODES}
 
@@ -94,12 +96,13 @@ def database_costs(order: Callable[[str], None]) -> dict[str, float]:
     from django.test import override_settings
     from django.test.utils import CaptureQueriesContext
 
+    from fastpaths.unkeyed import LAYER_OFF
     from idempotency.models import IdempotencyKey
 
     values: dict[str, float] = {}
     with connection.cursor() as cursor:
         for mode in ("on", "off"):
-            with override_settings(IDEMPOTENCY_ENABLED=mode == "on"):
+            with override_settings(**(LAYER_OFF if mode == "off" else {})):
                 with CaptureQueriesContext(connection) as queries:
                     order(str(uuid.uuid4()))
                 values[f"statements_{mode}"] = len(queries)
@@ -149,6 +152,8 @@ def run_counted(count: int) -> None:
     prints a line and waits for one back."""
     from django.test import override_settings
 
+    from fastpaths.unkeyed import LAYER_OFF
+
     order = _prepare()
     order(replay_key := str(uuid.uuid4()))
     for _ in range(WARMUP):
@@ -156,7 +161,7 @@ def run_counted(count: int) -> None:
     for mode in MODES:
         print(f"ready {mode}", flush=True)
         sys.stdin.readline()
-        with override_settings(IDEMPOTENCY_ENABLED=mode != "off"):
+        with override_settings(**(LAYER_OFF if mode == "off" else {})):
             for _ in range(count):
                 order(replay_key if mode == "replay" else str(uuid.uuid4()))
     print("done", flush=True)

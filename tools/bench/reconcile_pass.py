@@ -241,14 +241,12 @@ def timed_pass(
     """One pass over the seeded attempts, timed, its statements and CPU counted."""
     import dataclasses
 
-    from reconcile.recovery import unsettled_payments
+    from fastpaths.reconcile import reconcile_due_batched
 
     with statements_counted() as sent:
         cpu = time.process_time(), tree_cpu_seconds(server.pid)
         started = time.perf_counter()
-        counts = unsettled_payments.run_once(
-            provider=provider, budget_s=limit_s, concurrency=concurrency
-        )
+        counts = reconcile_due_batched(provider=provider, budget_s=limit_s, concurrency=concurrency)
         seconds = time.perf_counter() - started
         statements = sent()
         reconciler_cpu = time.process_time() - cpu[0]

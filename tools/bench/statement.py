@@ -271,7 +271,7 @@ def run_day(*, port: int, day: date, count: int, seed_s: float) -> DayRun:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from reconcile.statements.importing import (
+    from operations.statements.importing import (
         statement_download,
         statement_import_row,
         statement_match,

@@ -19,11 +19,11 @@ from django.utils.translation import gettext, gettext_noop
 from callbacks.models import ProviderNotification
 from demo.shop.story.report import TallyRow
 from demo.shop.story.scene import Role, Scene
+from operations.audit.run import audit_run
 from orders.models import Order, Shipment
 from payments.models import LedgerEntry, Payment, PaymentStatus
 from payments.providers import ChargeStatus, ProviderOutcomeUnknown
 from payments.providers.sandbox import SandboxProvider
-from reconcile.audit.run import audit_run
 
 POLL_S = 0.2
 

@@ -12,9 +12,9 @@ from config.dbrouter import stale_reads
 from demo.shop.access import is_staff, may_see_books, refused
 from demo.shop.books import books_snapshot
 from demo.shop.forms import CaseActForm
+from operations.statements.report import statement_books
 from reconcile.desk.actions import CaseActionRefused, case_act
 from reconcile.desk.models import Case
-from reconcile.statements.report import statement_books
 
 # The sections the page's script replaces on each refresh: element id -> template.
 LIVE_SECTIONS = {

@@ -9,9 +9,9 @@ from django.test import Client
 from demo.shop.diagram import order_state_machine
 from demo.shop.matrix import behaviour_matrix
 from idempotency.errors import IdempotencyKeyInUse, IdempotencyKeyMismatch
+from operations.audit.run import audit_run
 from orders.models import Order
 from payments.errors import PaymentOutcomeUnknown
-from reconcile.audit.run import audit_run
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from callbacks.models import ProviderNotification
 from reconcile.desk.models import Case, CaseAction, CaseState
 from reconcile.desk.services import notification_case_open
 from reconcile.models import StrayCapture
-from tests.reconcile.statement_helpers import stray_charge
+from tests.operations.statements.helpers import stray_charge
 from tools.chaos.books import books_read
 from tools.chaos.checker import check
 from tools.chaos.desk import SECOND, desk_act, desk_dismiss, desk_operators_create
