@@ -127,6 +127,21 @@ class ReadOnlyAdmin(MoneyColumns, _NoWrites, admin.ModelAdmin):
         return super().changeform_view(request, object_id, form_url, self._note(extra_context))
 
 
+class WrittenElsewhereAdmin(MoneyColumns, admin.ModelAdmin):
+    """Written by a job only (an import, the reconciler); kept for the record: no add,
+    no delete, every field read-only. Its admin actions (resolving a discrepancy, say)
+    still go through their services."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [field.name for field in self.model._meta.fields]
+
+
 class ReadOnlyInline(MoneyColumns, _NoWrites, admin.TabularInline):
     """An inline of a read-only parent: no "Add another", no delete box, no edits."""
 

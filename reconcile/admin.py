@@ -10,28 +10,15 @@ from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from edge.admin import MoneyColumns
+from edge.admin import WrittenElsewhereAdmin
 from reconcile.desk.actions import ALREADY_RESOLVED, CaseActionRefused, case_act
 from reconcile.desk.models import Case, CaseActionKind, CaseState
 from reconcile.desk.selectors import case_actions
 from reconcile.models import StrayCapture
 
 
-class _ReadOnly(MoneyColumns, admin.ModelAdmin):
-    """Written by the importer only; kept for the record (no add, no delete)."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [field.name for field in self.model._meta.fields]
-
-
 @admin.register(StrayCapture)
-class StrayCaptureAdmin(_ReadOnly):
+class StrayCaptureAdmin(WrittenElsewhereAdmin):
     list_display = ("trade_no", "out_trade_no", "amount", "currency", "refund_status", "refund_id")
     money_fields = {"amount": "currency"}
     list_filter = ("refund_status",)

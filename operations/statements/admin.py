@@ -8,31 +8,18 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from edge.admin import MoneyColumns
+from edge.admin import WrittenElsewhereAdmin
 from operations.statements.discrepancies import discrepancy_resolve
 from operations.statements.models import StatementDiscrepancy, StatementImport, StatementLine
 
 
-class _ReadOnly(MoneyColumns, admin.ModelAdmin):
-    """Written by the importer only; kept for the record (no add, no delete)."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [field.name for field in self.model._meta.fields]
-
-
 @admin.register(StatementImport)
-class StatementImportAdmin(_ReadOnly):
+class StatementImportAdmin(WrittenElsewhereAdmin):
     list_display = ("day", "provider", "lines", "downloads", "covered_until", "matched_at", "error")
 
 
 @admin.register(StatementLine)
-class StatementLineAdmin(_ReadOnly):
+class StatementLineAdmin(WrittenElsewhereAdmin):
     list_display = (
         "provider_id",
         "kind",

@@ -10,50 +10,26 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from fastpaths.completion import finish_abandoned
 from idempotency import phases
 from idempotency.models import IdempotencyKey, RecoveryPoint
+from tests.fastpaths.records import pay_record, stored
 
 pytestmark = pytest.mark.django_db
-
-COMPARED = [
-    f.attname for f in IdempotencyKey._meta.concrete_fields if f.attname not in ("id", "key")
-]
-
-
-def _record(user: Any, key: str, **fields: Any) -> IdempotencyKey:
-    now = timezone.now()
-    return IdempotencyKey(
-        user_id=user.pk,
-        key=key,
-        fingerprint="f" * 64,
-        method="POST",
-        path="/api/v1/orders/1/pay/",
-        recovery_point="payment_created",
-        lock_token=uuid.uuid4(),
-        locked_at=now,
-        created_at=now,
-        resource_type="payment",
-        resource_id=7,
-        **fields,
-    )
-
-
-def _row(key: str) -> dict[str, Any]:
-    return model_to_dict(IdempotencyKey.objects.get(key=key), fields=COMPARED)
 
 
 def test_records_finish_writes_what_a_final_phase_writes(user, settings):
     # Given two abandoned records alike (their lock older than the timeout)
     settings.IDEMPOTENCY_LOCK_TIMEOUT = 60
     stale = timezone.now() - timedelta(seconds=61)
-    by_phase, batched = _record(user, "ref"), _record(user, "fast")
+    by_phase, batched = (
+        pay_record(user, "ref"),
+        pay_record(user, "fast"),
+    )
     for record in (by_phase, batched):
         record.locked_at = stale
         record.save(force_insert=True)
@@ -71,7 +47,7 @@ def test_records_finish_writes_what_a_final_phase_writes(user, settings):
 
     # Then both rows hold the same answer, byte for byte, and no lock
     assert finished == {batched.pk}
-    ref, fast = _row("ref"), _row("fast")
+    ref, fast = stored("ref"), stored("fast")
     for row in (ref, fast):
         assert row.pop("finished_at") is not None
         row.pop("created_at")  # made a moment apart
@@ -83,7 +59,7 @@ def test_records_finish_writes_what_a_final_phase_writes(user, settings):
 
 def test_records_finish_leaves_what_a_phase_could_not_commit(user):
     # A live lock: a phase fenced on another token commits nothing; neither does the batch
-    live = _record(user, "live")
+    live = pay_record(user, "live")
     live.save(force_insert=True)
     answer = phases.Respond(status=200, body={}, resource_type="payment", resource_id=7)
 
@@ -92,4 +68,4 @@ def test_records_finish_leaves_what_a_phase_could_not_commit(user):
     intruder.lock_token = uuid.uuid4()
     with pytest.raises(phases.LockLost):
         phases.atomic_phase(intruder, lambda: answer)
-    assert _row("live")["recovery_point"] == "payment_created"
+    assert stored("live")["recovery_point"] == "payment_created"

@@ -9,51 +9,25 @@ request only, for its own user and key.
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 import pytest
 from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
-from django.utils import timezone
 
 from fastpaths import records
 from idempotency import records as core_records
 from idempotency.models import IdempotencyKey
+from tests.fastpaths.records import COMPARED, pay_record, stored
 
 pytestmark = pytest.mark.django_db
-
-COMPARED = [
-    f.attname for f in IdempotencyKey._meta.concrete_fields if f.attname not in ("id", "key")
-]
-
-
-def _record(user: Any, key: str, **fields: Any) -> IdempotencyKey:
-    now = timezone.now()
-    return IdempotencyKey(
-        user_id=user.pk,
-        key=key,
-        fingerprint="f" * 64,
-        method="POST",
-        path="/api/v1/orders/1/pay/",
-        recovery_point="payment_created",
-        lock_token=uuid.uuid4(),
-        locked_at=now,
-        created_at=now,
-        resource_type="payment",
-        resource_id=7,
-        **fields,
-    )
-
-
-def _row(key: str) -> dict[str, Any]:
-    return model_to_dict(IdempotencyKey.objects.get(key=key), fields=COMPARED)
 
 
 def test_record_insert_writes_the_row_save_writes(user):
     # Given two records alike but for their key, one finished with an answer
     fields = {"response_status": None, "response_headers": {"Location": "/x/"}}
-    reference, fast = _record(user, "ref", **fields), _record(user, "fast", **fields)
+    reference, fast = (
+        pay_record(user, "ref", **fields),
+        pay_record(user, "fast", **fields),
+    )
     fast.created_at = fast.locked_at = reference.created_at
     fast.lock_token = reference.lock_token
 
@@ -62,18 +36,18 @@ def test_record_insert_writes_the_row_save_writes(user):
     records.insert(fast)
 
     # Then the rows are the same, and both records know they are saved
-    assert _row("fast") == _row("ref")
+    assert stored("fast") == stored("ref")
     assert fast.pk is not None
     assert (fast._state.adding, reference._state.adding) == (False, False)
     # ... and a second (user, key) fails both alike
     for insert in (core_records.insert, records.insert):
         with pytest.raises(IntegrityError), transaction.atomic():
-            insert(_record(user, "fast"))
+            insert(pay_record(user, "fast"))
 
 
 @pytest.mark.parametrize("key", ["stored", "absent"])
 def test_record_find_answers_what_the_orm_answers(user, other_user, key):
-    _record(user, "stored", response_headers={"Retry-After": "3"}).save(force_insert=True)
+    pay_record(user, "stored", response_headers={"Retry-After": "3"}).save(force_insert=True)
 
     fast = records.find(user_id=user.pk, key=key)
     reference = core_records.find(user_id=user.pk, key=key)
@@ -93,7 +67,7 @@ def test_record_find_answers_what_the_orm_answers(user, other_user, key):
 def test_the_middlewares_read_answers_the_first_find_of_its_user_and_key_only(
     user, other_user, django_assert_num_queries
 ):
-    stored = _record(user, "stored")
+    stored = pay_record(user, "stored")
     stored.save(force_insert=True)
     handed = IdempotencyKey.objects.get(pk=stored.pk)
 
